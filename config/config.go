@@ -1,0 +1,242 @@
+// Package config holds Strata's file-facing configuration: the fields of a
+// RocksDB-wrapper-style config (the THEMIS RocksDBWrapper::Config), their
+// defaults, validation, loading from TOML, YAML or JSON, and the
+// RocksDB-format OPTIONS file written on every open and importable back.
+//
+//	cfg := config.Default()
+//	cfg.DBPath = "/var/lib/strata"
+//	cfg.CompressionBottommost = "zstd:6"
+//	if err := cfg.Validate(); err != nil { ... } // every problem, each naming its key
+//
+// The engine converts a Config into Pebble options in one place
+// (engine.PebbleOptions); this package knows nothing of Pebble beyond the
+// codec names it validates.
+package config
+
+import "github.com/stratadb/strata/compression"
+
+// DBPath is one entry of db_paths: a directory for table files and the number
+// of bytes of tables it is meant to hold, as RocksDB's DbPath.
+type DBPath struct {
+	// Path is the directory. It is created at open if missing.
+	Path string `toml:"path" yaml:"path" json:"path"`
+	// TargetSizeBytes is the number of table bytes this path should hold
+	// before lower levels spill to the next path; the last path takes the
+	// rest. Must be > 0.
+	TargetSizeBytes uint64 `toml:"target_size_bytes" yaml:"target_size_bytes" json:"target_size_bytes"`
+}
+
+// Config is the whole configuration of a Strata database. File keys are the
+// snake_case names in the struct tags. Sizes given in MB are mebibytes.
+//
+// A Config is plain data: Validate checks it without side effects, and
+// engine.Open never mutates the caller's struct.
+type Config struct {
+	// DBPath is the database directory: MANIFEST, OPTIONS files, the lock and
+	// (when db_paths is empty) every table file live here. Must not be empty.
+	// The default value is "data/strata".
+	DBPath string `toml:"db_path" yaml:"db_path" json:"db_path"`
+
+	// WALDir is the directory of the write-ahead log, for example a separate
+	// fast device. Empty means db_path. Realised by Pebble's Options.WALDir;
+	// created at open if missing. The default value is "" (db_path).
+	WALDir string `toml:"wal_dir" yaml:"wal_dir" json:"wal_dir"`
+
+	// WALFailoverDir is a secondary WAL directory (ideally another device) that
+	// Pebble switches the WAL to when writes to wal_dir stall, and back when
+	// they recover (Pebble's Options.WALFailover). Empty disables failover.
+	// The default value is "".
+	WALFailoverDir string `toml:"wal_failover_dir" yaml:"wal_failover_dir" json:"wal_failover_dir"`
+
+	// DBPaths spreads table files over several directories by level, as
+	// RocksDB's db_paths: each level goes to the first path whose remaining
+	// target size still holds it, the last path takes the rest (see
+	// docs/tiering.md). Empty means every table lives in db_path. Each path
+	// must be distinct and not nested in another. The default value is empty.
+	DBPaths []DBPath `toml:"db_paths" yaml:"db_paths" json:"db_paths"`
+
+	// CompressionDefault is the block codec of levels 0-5: none, snappy, lz4,
+	// zstd, zstd:N or minlz. lz4 is stored as minlz (Pebble's block format has
+	// no LZ4; see package compression). The default value is "lz4".
+	CompressionDefault string `toml:"compression_default" yaml:"compression_default" json:"compression_default"`
+
+	// CompressionBottommost is the block codec of the bottommost level (L6),
+	// where most data lives once the database has grown. Same names as
+	// compression_default. A full compaction (engine.DB.CompactAll) rewrites
+	// every table into its level's codec. The default value is "zstd".
+	CompressionBottommost string `toml:"compression_bottommost" yaml:"compression_bottommost" json:"compression_bottommost"`
+
+	// ZstdLevel is the zstd level used where a codec says just "zstd"
+	// (RocksDB's compression_opts.level); "zstd:N" overrides it per setting.
+	// 1..22. The default value is 3.
+	ZstdLevel int `toml:"zstd_level" yaml:"zstd_level" json:"zstd_level"`
+
+	// BlockSize is the target uncompressed size of a table data block, in
+	// bytes (RocksDB's block_size). Larger blocks compress better and cost
+	// more per point read. 1 KiB..1 MiB. The default value is 4096.
+	BlockSize int `toml:"block_size" yaml:"block_size" json:"block_size"`
+
+	// BlockCacheSizeMB is the size of the shared block cache in MB, holding
+	// data, index and filter blocks (pebble.NewCache). 0 gives Pebble's
+	// minimum. The default value is 256.
+	BlockCacheSizeMB int64 `toml:"block_cache_size_mb" yaml:"block_cache_size_mb" json:"block_cache_size_mb"`
+
+	// CacheIndexAndFilterBlocks puts index and filter blocks in the block
+	// cache. Pebble always does so, so true is what Strata delivers; false is
+	// accepted and reported as not applicable. The default value is true.
+	CacheIndexAndFilterBlocks bool `toml:"cache_index_and_filter_blocks" yaml:"cache_index_and_filter_blocks" json:"cache_index_and_filter_blocks"`
+
+	// PinL0FilterAndIndexBlocksInCache pins L0 index and filter blocks in the
+	// cache. Pebble has no pinning; accepted and reported as not applicable.
+	// The default value is true.
+	PinL0FilterAndIndexBlocksInCache bool `toml:"pin_l0_filter_and_index_blocks_in_cache" yaml:"pin_l0_filter_and_index_blocks_in_cache" json:"pin_l0_filter_and_index_blocks_in_cache"`
+
+	// PartitionFilters splits filters into partitions. Pebble keeps one filter
+	// per table and switches to a two-level index by itself when an index
+	// grows; accepted and reported as not applicable. The default value is true.
+	PartitionFilters bool `toml:"partition_filters" yaml:"partition_filters" json:"partition_filters"`
+
+	// HighPriPoolRatio is the share of the block cache reserved for index and
+	// filter blocks in RocksDB's LRU cache. Pebble's CLOCK-Pro cache has no
+	// priority pools; accepted (0..1) and reported as not applicable. The
+	// default value is 0.5.
+	HighPriPoolRatio float64 `toml:"high_pri_pool_ratio" yaml:"high_pri_pool_ratio" json:"high_pri_pool_ratio"`
+
+	// BloomBitsPerKey is the bloom filter size per key on every level
+	// (bloom.FilterPolicy); 10 gives about 1% false positives. 0 disables
+	// filters. 0..64. The default value is 10.
+	BloomBitsPerKey int `toml:"bloom_bits_per_key" yaml:"bloom_bits_per_key" json:"bloom_bits_per_key"`
+
+	// MemtableSizeMB is the size of one memtable in MB (RocksDB's
+	// write_buffer_size, Pebble's MemTableSize; Pebble ramps up to it). 1..4095.
+	// The default value is 256.
+	MemtableSizeMB int64 `toml:"memtable_size_mb" yaml:"memtable_size_mb" json:"memtable_size_mb"`
+
+	// MaxWriteBufferNumber is the number of memtables (active plus waiting
+	// to flush) at which writes stop (Pebble's MemTableStopWritesThreshold).
+	// RocksDB raises 1 to 2, and so does Strata. 1..64. The default value is 3.
+	MaxWriteBufferNumber int `toml:"max_write_buffer_number" yaml:"max_write_buffer_number" json:"max_write_buffer_number"`
+
+	// MinWriteBufferNumberToMerge is the number of immutable memtables merged
+	// into one flush. Pebble flushes all ready memtables together, which is
+	// what 1 asks for; larger values are accepted and reported as not
+	// applicable. 1..64. The default value is 1.
+	MinWriteBufferNumberToMerge int `toml:"min_write_buffer_number_to_merge" yaml:"min_write_buffer_number_to_merge" json:"min_write_buffer_number_to_merge"`
+
+	// UseUniversalCompaction selects RocksDB's universal compaction. Pebble
+	// has only leveled compaction, so true fails Open with an error that says
+	// to use leveled compaction. The default value is false.
+	UseUniversalCompaction bool `toml:"use_universal_compaction" yaml:"use_universal_compaction" json:"use_universal_compaction"`
+
+	// DynamicLevelBytes sizes levels from the bottom up. Pebble's level sizing
+	// is always dynamic, which is what true asks for; false is accepted and
+	// reported as not applicable. The default value is true.
+	DynamicLevelBytes bool `toml:"dynamic_level_bytes" yaml:"dynamic_level_bytes" json:"dynamic_level_bytes"`
+
+	// TargetFileSizeBaseMB is the target size of table files in MB, on every
+	// level from Lbase down (RocksDB's target_file_size_base with multiplier
+	// 1; Pebble's TargetFileSizes[1..6]). 1..4096. The default value is 64.
+	TargetFileSizeBaseMB int64 `toml:"target_file_size_base_mb" yaml:"target_file_size_base_mb" json:"target_file_size_base_mb"`
+
+	// MaxBytesForLevelBaseMB is the target size of the base level in MB
+	// (Pebble's LBaseMaxBytes). 1..1048576. The default value is 256.
+	MaxBytesForLevelBaseMB int64 `toml:"max_bytes_for_level_base_mb" yaml:"max_bytes_for_level_base_mb" json:"max_bytes_for_level_base_mb"`
+
+	// UseDirectReads reads table files with O_DIRECT, bypassing the OS page
+	// cache. The default value is false.
+	UseDirectReads bool `toml:"use_direct_reads" yaml:"use_direct_reads" json:"use_direct_reads"`
+
+	// UseDirectIOForFlushAndCompaction writes the table files of flushes and
+	// compactions with O_DIRECT; the WAL and MANIFEST stay buffered. The
+	// default value is false.
+	UseDirectIOForFlushAndCompaction bool `toml:"use_direct_io_for_flush_and_compaction" yaml:"use_direct_io_for_flush_and_compaction" json:"use_direct_io_for_flush_and_compaction"`
+
+	// EnableWAL writes every batch to the write-ahead log first. false disables
+	// the WAL for the whole database (Pebble's DisableWAL): unflushed writes are
+	// lost in a crash. The default value is true.
+	EnableWAL bool `toml:"enable_wal" yaml:"enable_wal" json:"enable_wal"`
+
+	// Sync makes every write wait until its WAL record is on stable storage
+	// (RocksDB's WriteOptions.sync; pebble.Sync). With false an acknowledged
+	// write survives a process crash but not a machine crash. Requires
+	// enable_wal. The default value is false.
+	Sync bool `toml:"sync" yaml:"sync" json:"sync"`
+
+	// MaxBackgroundJobs is the number of background flushes and compactions.
+	// Pebble runs one flush at a time outside this budget; Strata gives
+	// compactions max(1, jobs - max(1, jobs/4)), RocksDB's split. 1..256. The
+	// default value is 2.
+	MaxBackgroundJobs int `toml:"max_background_jobs" yaml:"max_background_jobs" json:"max_background_jobs"`
+}
+
+// Default returns the configuration the THEMIS tuning guide recommends: lz4
+// on levels 0-5, zstd on the bottommost level, 10 bloom bits per key, index
+// and filter blocks cached, a 256 MB memtable, three write buffers, leveled
+// compaction with dynamic level sizes, 64 MB files, a 256 MB base level,
+// buffered I/O and the WAL on.
+func Default() *Config {
+	return &Config{
+		DBPath:                           "data/strata",
+		CompressionDefault:               "lz4",
+		CompressionBottommost:            "zstd",
+		ZstdLevel:                        compression.DefaultZstdLevel,
+		BlockSize:                        4096,
+		BlockCacheSizeMB:                 256,
+		CacheIndexAndFilterBlocks:        true,
+		PinL0FilterAndIndexBlocksInCache: true,
+		PartitionFilters:                 true,
+		HighPriPoolRatio:                 0.5,
+		BloomBitsPerKey:                  10,
+		MemtableSizeMB:                   256,
+		MaxWriteBufferNumber:             3,
+		MinWriteBufferNumberToMerge:      1,
+		UseUniversalCompaction:           false,
+		DynamicLevelBytes:                true,
+		TargetFileSizeBaseMB:             64,
+		MaxBytesForLevelBaseMB:           256,
+		UseDirectReads:                   false,
+		UseDirectIOForFlushAndCompaction: false,
+		EnableWAL:                        true,
+		Sync:                             false,
+		MaxBackgroundJobs:                2,
+	}
+}
+
+// Clone returns a deep copy.
+func (c *Config) Clone() *Config {
+	out := *c
+	out.DBPaths = append([]DBPath(nil), c.DBPaths...)
+	return &out
+}
+
+// Codecs returns the parsed codecs of levels 0-5 and of the bottommost level,
+// with zstd_level applied where a codec says plain "zstd". It assumes a
+// validated Config; an invalid name yields an error naming the key.
+func (c *Config) Codecs() (levels, bottommost compression.Codec, err error) {
+	if levels, err = c.codec("compression_default", c.CompressionDefault); err != nil {
+		return
+	}
+	bottommost, err = c.codec("compression_bottommost", c.CompressionBottommost)
+	return
+}
+
+func (c *Config) codec(key, name string) (compression.Codec, error) {
+	codec, err := compression.ParseCodec(name)
+	if err != nil {
+		return codec, &FieldError{Key: key, Value: name, Rule: err.Error()}
+	}
+	if codec.Algorithm == compression.Zstd && !hasExplicitLevel(name) && c.ZstdLevel != 0 {
+		codec.Level = c.ZstdLevel
+	}
+	return codec, nil
+}
+
+// LevelCodec returns the codec configured for level (0..6): the default codec
+// for 0-5, the bottommost codec for 6.
+func (c *Config) LevelCodec(level int) (compression.Codec, error) {
+	levels, bottom, err := c.Codecs()
+	if level == 6 {
+		return bottom, err
+	}
+	return levels, err
+}

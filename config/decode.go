@@ -1,0 +1,644 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"go.yaml.in/yaml/v3"
+)
+
+// Parse reads a file in two passes. The first turns the file into a tree of
+// values, the same for every format, and checks it against the keys and
+// types of Config, so that every unknown key and every value of the wrong
+// type is reported at once as a FieldError naming its key:
+//
+//	memtable_size_mb = "big": expected an integer
+//
+// The second pass is the format library's own strict decode into the
+// struct (toml.MetaData.Undecoded, yaml KnownFields, json
+// DisallowUnknownFields), which the first pass has cleared; any error it
+// still finds is returned as well.
+//
+// The first pass is also stricter than some of the libraries: keys match
+// exactly (encoding/json and BurntSushi/toml fall back to case-insensitive
+// matches), integers must be written as integers (yaml.v3 would truncate
+// 1.5 to 1) and a negative target_size_bytes is an error (BurntSushi/toml
+// would wrap it around).
+
+// valueKind is the type of a value in a parsed file.
+type valueKind uint8
+
+const (
+	kindNull valueKind = iota
+	kindString
+	kindInt
+	kindFloat
+	kindBool
+	kindTable
+	kindList
+	kindOther // datetimes, binary data, out-of-range numbers: no key takes them
+)
+
+// maxTreeDepth is how deep the tree keeps structure: top-level table,
+// db_paths list, entry table, scalar. Anything deeper is an error anyway, so
+// a nested list or table below it is kept as an empty marker.
+const maxTreeDepth = 4
+
+// value is one node of a parsed file.
+type value struct {
+	kind    valueKind
+	str     string
+	num     *big.Int
+	float   float64
+	boolean bool
+	what    string            // kindOther: what it is ("a datetime")
+	keys    []string          // kindTable: keys in file order
+	table   map[string]*value // kindTable
+	dups    []dupKey          // kindTable: keys given more than once
+	list    []*value          // kindList
+}
+
+func newTable() *value { return &value{kind: kindTable, table: map[string]*value{}} }
+
+// dupKey is a repetition of a key in one table.
+type dupKey struct {
+	key string
+	v   *value
+}
+
+// set adds key to a table, remembering a repeated key as a problem.
+func (t *value) set(key string, v *value) {
+	if _, ok := t.table[key]; ok {
+		t.dups = append(t.dups, dupKey{key, v})
+		return
+	}
+	t.keys = append(t.keys, key)
+	t.table[key] = v
+}
+
+// rawValue is a FieldError value shown as is, without quotes.
+type rawValue string
+
+// shown returns the value as a FieldError shows it.
+func (v *value) shown() any {
+	switch v.kind {
+	case kindString:
+		return v.str
+	case kindInt:
+		if v.num.IsInt64() {
+			return v.num.Int64()
+		}
+		return rawValue(v.num.String())
+	case kindFloat:
+		s := strconv.FormatFloat(v.float, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eIN") {
+			s += ".0" // show 512.0 as a float, not as the integer 512
+		}
+		return rawValue(s)
+	case kindBool:
+		return v.boolean
+	case kindNull:
+		return rawValue("null")
+	case kindTable:
+		return rawValue("{...}")
+	case kindList:
+		return rawValue("[...]")
+	default:
+		return rawValue("<" + v.what + ">")
+	}
+}
+
+// keyKind is the type a key accepts.
+type keyKind uint8
+
+const (
+	keyString keyKind = iota
+	keyInt
+	keyUint
+	keyFloat
+	keyBool
+	keyDBPaths
+)
+
+// keySpec is one key of a table: its name and type.
+type keySpec struct {
+	name string
+	kind keyKind
+	bits int // keyInt, keyUint: the Go type's size
+}
+
+// schema lists the keys of a table in field order.
+type schema []keySpec
+
+func (s schema) lookup(name string) (keySpec, bool) {
+	for _, k := range s {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return keySpec{}, false
+}
+
+var (
+	configSchema = schemaOf(reflect.TypeFor[Config]())
+	dbPathSchema = schemaOf(reflect.TypeFor[DBPath]())
+)
+
+// schemaOf reads the keys of a struct from its toml tags; a test checks the
+// yaml and json tags agree.
+func schemaOf(t reflect.Type) schema {
+	var s schema
+	for i := range t.NumField() {
+		f := t.Field(i)
+		spec := keySpec{name: f.Tag.Get("toml")}
+		switch f.Type.Kind() {
+		case reflect.String:
+			spec.kind = keyString
+		case reflect.Int, reflect.Int64:
+			spec.kind, spec.bits = keyInt, f.Type.Bits()
+		case reflect.Uint64:
+			spec.kind, spec.bits = keyUint, f.Type.Bits()
+		case reflect.Float64:
+			spec.kind = keyFloat
+		case reflect.Bool:
+			spec.kind = keyBool
+		case reflect.Slice:
+			if f.Type.Elem() != reflect.TypeFor[DBPath]() {
+				panic("config: unsupported field " + f.Name)
+			}
+			spec.kind = keyDBPaths
+		default:
+			panic("config: unsupported field " + f.Name)
+		}
+		s = append(s, spec)
+	}
+	return s
+}
+
+// checker collects the FieldErrors of a parsed file.
+type checker struct {
+	problems []*FieldError
+}
+
+func (c *checker) add(key string, v *value, rule string) {
+	c.problems = append(c.problems, &FieldError{Key: key, Value: v.shown(), Rule: rule})
+}
+
+// checkTree checks a parsed file against Config's keys and types.
+func checkTree(root *value) []*FieldError {
+	var c checker
+	c.table("", root, configSchema)
+	return c.problems
+}
+
+func (c *checker) table(prefix string, t *value, s schema) {
+	for _, k := range t.keys {
+		v := t.table[k]
+		spec, ok := s.lookup(k)
+		if !ok {
+			c.add(prefix+k, v, unknownKeyRule(k, s))
+			continue
+		}
+		c.value(prefix+k, v, spec)
+	}
+	for _, d := range t.dups {
+		c.add(prefix+d.key, d.v, "is set more than once")
+	}
+}
+
+// maxExactFloatInt is the largest integer a float key takes: 2^53, the last
+// one a float64 holds exactly (BurntSushi/toml refuses larger ones).
+const maxExactFloatInt = 1 << 53
+
+func (c *checker) value(key string, v *value, spec keySpec) {
+	switch spec.kind {
+	case keyString:
+		if v.kind != kindString {
+			c.add(key, v, "expected a string")
+		}
+	case keyInt:
+		switch {
+		case v.kind != kindInt:
+			c.add(key, v, "expected an integer")
+		case v.num.BitLen() >= spec.bits:
+			c.add(key, v, fmt.Sprintf("integer out of range: must fit in %d bits", spec.bits))
+		}
+	case keyUint:
+		switch {
+		case v.kind != kindInt || v.num.Sign() < 0:
+			c.add(key, v, "expected a non-negative integer")
+		case v.num.BitLen() > spec.bits:
+			c.add(key, v, fmt.Sprintf("integer out of range: must fit in %d bits", spec.bits))
+		}
+	case keyFloat:
+		switch {
+		case v.kind == kindInt:
+			if new(big.Int).Abs(v.num).Cmp(big.NewInt(maxExactFloatInt)) > 0 {
+				c.add(key, v, "number out of range")
+			}
+		case v.kind != kindFloat:
+			c.add(key, v, "expected a number")
+		}
+	case keyBool:
+		if v.kind != kindBool {
+			c.add(key, v, "expected true or false")
+		}
+	case keyDBPaths:
+		switch v.kind {
+		case kindNull: // an empty list
+		case kindList:
+			for i, item := range v.list {
+				if item.kind != kindTable {
+					c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a table with keys path and target_size_bytes")
+					continue
+				}
+				c.table(fmt.Sprintf("%s[%d].", key, i), item, dbPathSchema)
+			}
+		default:
+			c.add(key, v, "expected a list of tables with keys path and target_size_bytes")
+		}
+	}
+}
+
+// unknownKeyRule says a key is unknown and suggests the closest known one.
+func unknownKeyRule(k string, s schema) string {
+	best, bestDist := "", math.MaxInt
+	for _, spec := range s {
+		if strings.EqualFold(k, spec.name) {
+			best, bestDist = spec.name, 0
+			break
+		}
+		if len(k) > 64 {
+			continue
+		}
+		if d := editDistance(k, spec.name); d < bestDist {
+			best, bestDist = spec.name, d
+		}
+	}
+	if bestDist <= 3 {
+		return fmt.Sprintf("unknown key (did you mean %s?)", best)
+	}
+	return "unknown key"
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// tomlTree parses a TOML file. BurntSushi/toml rejects repeated keys itself.
+func tomlTree(data []byte) (*value, error) {
+	var m map[string]any
+	md, err := toml.Decode(string(data), &m)
+	if err != nil {
+		return nil, err
+	}
+	// The decoded map has lost the key order; MetaData.Keys has it.
+	order := map[string]int{}
+	for i, k := range md.Keys() {
+		s := strings.Join(k, "\x00")
+		if _, ok := order[s]; !ok {
+			order[s] = i
+		}
+	}
+	return fromTOML(m, "", order, 0), nil
+}
+
+func fromTOML(x any, path string, order map[string]int, depth int) *value {
+	switch x := x.(type) {
+	case map[string]any:
+		t := newTable()
+		if depth >= maxTreeDepth {
+			return t
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		pos := func(k string) int {
+			if i, ok := order[path+k]; ok {
+				return i
+			}
+			return math.MaxInt
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			if d := pos(a) - pos(b); d != 0 {
+				return d
+			}
+			return strings.Compare(a, b)
+		})
+		for _, k := range keys {
+			t.set(k, fromTOML(x[k], path+k+"\x00", order, depth+1))
+		}
+		return t
+	case []map[string]any:
+		l := &value{kind: kindList}
+		if depth < maxTreeDepth {
+			for _, item := range x {
+				l.list = append(l.list, fromTOML(item, path, order, depth+1))
+			}
+		}
+		return l
+	case []any:
+		l := &value{kind: kindList}
+		if depth < maxTreeDepth {
+			for _, item := range x {
+				l.list = append(l.list, fromTOML(item, path, order, depth+1))
+			}
+		}
+		return l
+	case string:
+		return &value{kind: kindString, str: x}
+	case int64:
+		return &value{kind: kindInt, num: big.NewInt(x)}
+	case float64:
+		return &value{kind: kindFloat, float: x}
+	case bool:
+		return &value{kind: kindBool, boolean: x}
+	case time.Time:
+		return &value{kind: kindOther, what: "a datetime"}
+	default:
+		return &value{kind: kindOther, what: fmt.Sprintf("a %T", x)}
+	}
+}
+
+// yamlTree parses a YAML file: a single document whose top level is a
+// mapping. yaml.v3 keeps repeated keys in its node tree; set records them.
+func yamlTree(data []byte) (*value, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return newTable(), nil
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("yaml: line %d: a config file holds one document, found another", extra.Line)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return newTable(), nil
+		}
+		root = root.Content[0]
+	}
+	root = yamlResolve(root)
+	switch {
+	case root.Kind == yaml.MappingNode:
+		return fromYAML(root, 0), nil
+	case root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null":
+		return newTable(), nil // a document of just "~" or "null"
+	}
+	return nil, fmt.Errorf("yaml: line %d: the top level must be a mapping of keys to values", root.Line)
+}
+
+// yamlResolve follows aliases to the anchored node.
+func yamlResolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func fromYAML(n *yaml.Node, depth int) *value {
+	n = yamlResolve(n)
+	switch n.Kind {
+	case yaml.MappingNode:
+		t := newTable()
+		if depth >= maxTreeDepth {
+			return t
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := yamlResolve(n.Content[i])
+			key := k.Value
+			if k.Kind != yaml.ScalarNode {
+				key = fmt.Sprintf("<non-scalar key at line %d>", k.Line)
+			}
+			t.set(key, fromYAML(n.Content[i+1], depth+1))
+		}
+		return t
+	case yaml.SequenceNode:
+		l := &value{kind: kindList}
+		if depth < maxTreeDepth {
+			for _, item := range n.Content {
+				l.list = append(l.list, fromYAML(item, depth+1))
+			}
+		}
+		return l
+	case yaml.ScalarNode:
+		return fromYAMLScalar(n)
+	default:
+		return &value{kind: kindOther, what: "an unresolved alias"}
+	}
+}
+
+func fromYAMLScalar(n *yaml.Node) *value {
+	tag := n.ShortTag()
+	switch tag {
+	case "!!str":
+		return &value{kind: kindString, str: n.Value}
+	case "!!null":
+		return &value{kind: kindNull}
+	case "!!bool":
+		var b bool
+		if n.Decode(&b) == nil {
+			return &value{kind: kindBool, boolean: b}
+		}
+	case "!!int":
+		var i int64
+		if n.Decode(&i) == nil {
+			return &value{kind: kindInt, num: big.NewInt(i)}
+		}
+		var u uint64
+		if n.Decode(&u) == nil {
+			return &value{kind: kindInt, num: new(big.Int).SetUint64(u)}
+		}
+		return &value{kind: kindOther, what: "an integer out of range"}
+	case "!!float":
+		var f float64
+		if n.Decode(&f) == nil {
+			return &value{kind: kindFloat, float: f}
+		}
+	case "!!timestamp":
+		return &value{kind: kindOther, what: "a timestamp"}
+	case "!!binary":
+		return &value{kind: kindOther, what: "binary data"}
+	}
+	return &value{kind: kindOther, what: "a value tagged " + tag}
+}
+
+// jsonTree parses a JSON file: one object, nothing after it. Whitespace
+// alone is an empty file. Repeated keys, which encoding/json silently
+// accepts (the last wins), are recorded by set.
+func jsonTree(data []byte) (*value, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return newTable(), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, jsonError(data, err)
+	}
+	if tok != json.Delim('{') {
+		return nil, jsonError(data, fmt.Errorf("the top level must be an object, found %v", jsonTokenName(tok)))
+	}
+	root, err := fromJSON(dec, tok, 0)
+	if err != nil {
+		return nil, jsonError(data, err)
+	}
+	if tok, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, jsonError(data, err)
+		}
+		return nil, jsonError(data, fmt.Errorf("unexpected %v after the top-level object", jsonTokenName(tok)))
+	}
+	return root, nil
+}
+
+// fromJSON builds the value that begins with tok; jsonNext cuts the
+// structure at maxTreeDepth.
+func fromJSON(dec *json.Decoder, tok json.Token, depth int) (*value, error) {
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '{' {
+			t := newTable()
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := jsonNext(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				t.set(k.(string), v)
+			}
+			_, err := dec.Token() // '}'
+			return t, err
+		}
+		l := &value{kind: kindList}
+		for dec.More() {
+			v, err := jsonNext(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			l.list = append(l.list, v)
+		}
+		_, err := dec.Token() // ']'
+		return l, err
+	case string:
+		return &value{kind: kindString, str: tok}, nil
+	case json.Number:
+		if !strings.ContainsAny(string(tok), ".eE") {
+			if n, ok := new(big.Int).SetString(string(tok), 10); ok {
+				return &value{kind: kindInt, num: n}, nil
+			}
+		}
+		f, err := tok.Float64()
+		if err != nil {
+			return &value{kind: kindOther, what: "a number out of range"}, nil
+		}
+		return &value{kind: kindFloat, float: f}, nil
+	case bool:
+		return &value{kind: kindBool, boolean: tok}, nil
+	case nil:
+		return &value{kind: kindNull}, nil
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+func jsonNext(dec *json.Decoder, depth int) (*value, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); ok && depth >= maxTreeDepth {
+		return jsonSkip(dec, d)
+	}
+	return fromJSON(dec, tok, depth)
+}
+
+// jsonSkip consumes a nested object or list without recursion and returns
+// an empty marker of its kind.
+func jsonSkip(dec *json.Decoder, open json.Delim) (*value, error) {
+	v := &value{kind: kindList}
+	if open == '{' {
+		v = newTable()
+	}
+	for nesting := 1; nesting > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			nesting++
+		case json.Delim('}'), json.Delim(']'):
+			nesting--
+		}
+	}
+	return v, nil
+}
+
+func jsonTokenName(tok json.Token) string {
+	switch tok := tok.(type) {
+	case json.Delim:
+		return fmt.Sprintf("%q", string(tok))
+	case string:
+		return "a string"
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+// jsonError adds the line of a syntax error, which encoding/json gives only
+// as a byte offset.
+func jsonError(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		off := min(max(syntax.Offset, 0), int64(len(data)))
+		line := 1 + bytes.Count(data[:off], []byte{'\n'})
+		return fmt.Errorf("json: line %d: %w", line, err)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("json: unexpected end of file")
+	}
+	return fmt.Errorf("json: %w", err)
+}

@@ -1,0 +1,55 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// FieldError is one problem with one configuration key.
+type FieldError struct {
+	// Key is the file key, with an index for list entries ("db_paths[1].path").
+	Key string
+	// Value is the offending value as written.
+	Value any
+	// Rule says what is allowed.
+	Rule string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s = %s: %s", e.Key, formatValue(e.Value), e.Rule)
+}
+
+func formatValue(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(v)
+}
+
+// ValidationError collects every problem Validate found. errors.As finds the
+// individual FieldErrors through Unwrap.
+type ValidationError struct {
+	Problems []*FieldError
+}
+
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Error()
+	}
+	return fmt.Sprintf("config: %d invalid setting(s):\n  %s", len(e.Problems), strings.Join(lines, "\n  "))
+}
+
+// Unwrap returns the individual problems.
+func (e *ValidationError) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+func hasExplicitLevel(name string) bool {
+	n := strings.ToLower(strings.TrimSpace(name))
+	return strings.HasPrefix(n, "zstd:") || strings.HasPrefix(n, "zstd-")
+}

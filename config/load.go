@@ -1,0 +1,193 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"go.yaml.in/yaml/v3"
+)
+
+// The file formats Parse and Marshal accept. "yml" is accepted as "yaml".
+const (
+	FormatTOML = "toml"
+	FormatYAML = "yaml"
+	FormatJSON = "json"
+)
+
+// Load reads a configuration file, choosing its format by the extension
+// (.toml, .yaml or .yml, .json; case is ignored), and returns the validated
+// Config: Default() with every key of the file laid over it. A key the file
+// does not set keeps its default, so an empty file yields Default().
+//
+// Every error names the file. Unknown keys, values of the wrong type and
+// invalid values are reported all at once as a *ValidationError whose
+// *FieldError entries each name their key (errors.As finds them); a file
+// that cannot be read keeps its *fs.PathError in the chain.
+func Load(path string) (*Config, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	format := strings.TrimPrefix(ext, ".")
+	if _, err := parseFormat(format); err != nil {
+		return nil, fmt.Errorf("config: %s: unsupported file extension %q: allowed are .toml, .yaml, .yml, .json", path, ext)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data, format)
+	if err != nil {
+		return nil, &prefixedError{prefix: "config: " + path + ": ", err: err}
+	}
+	return cfg, nil
+}
+
+// prefixedError puts context such as a file's path in front of an error of
+// this package, in place of its "config: " prefix.
+type prefixedError struct {
+	prefix string
+	err    error
+}
+
+func (e *prefixedError) Error() string {
+	return e.prefix + strings.TrimPrefix(e.err.Error(), "config: ")
+}
+
+func (e *prefixedError) Unwrap() error { return e.err }
+
+// Parse decodes a configuration in the given format ("toml", "yaml" or
+// "yml", "json") over Default() and validates it, as Load does for a file.
+// Empty input, or input holding only comments or whitespace, yields
+// Default(). Keys match exactly; integers must be written as integers; a
+// null value (YAML ~, JSON null) is an error except for db_paths, where it
+// means no entries.
+//
+// Syntax errors carry the line. Every other problem comes back at once as a
+// *ValidationError of *FieldError, each naming its key:
+//
+//	memtable_size_mb = "big": expected an integer
+//	memtable_sise_mb = 512: unknown key (did you mean memtable_size_mb?)
+//	memtable_size_mb = 8192: must be from 1 to 4095
+//
+// Problems of keys and types are reported before, and instead of, the
+// problems Validate would find.
+func Parse(data []byte, format string) (*Config, error) {
+	f, err := parseFormat(format)
+	if err != nil {
+		return nil, err
+	}
+	var tree *value
+	switch f {
+	case FormatTOML:
+		tree, err = tomlTree(data)
+	case FormatYAML:
+		tree, err = yamlTree(data)
+	case FormatJSON:
+		tree, err = jsonTree(data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if problems := checkTree(tree); len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
+	}
+	cfg := Default()
+	if len(tree.keys) > 0 {
+		if err := decodeStrict(data, f, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if len(cfg.DBPaths) == 0 {
+		cfg.DBPaths = nil // [] and null mean what an absent key means
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// decodeStrict lets the format's library fill cfg, with its own checks for
+// unknown keys on. checkTree has already cleared the file, so an error here
+// means the two disagree; it is returned rather than ignored.
+func decodeStrict(data []byte, format string, cfg *Config) error {
+	switch format {
+	case FormatTOML:
+		md, err := toml.Decode(string(data), cfg)
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			var problems []*FieldError
+			for _, k := range undecoded {
+				problems = append(problems, &FieldError{Key: k.String(), Value: rawValue("..."), Rule: "unknown key"})
+			}
+			return &ValidationError{Problems: problems}
+		}
+	case FormatYAML:
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("config: %w", err)
+		}
+	case FormatJSON:
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(cfg); err != nil {
+			return fmt.Errorf("config: json: %w", err)
+		}
+	}
+	return nil
+}
+
+// parseFormat returns the canonical name of a format.
+func parseFormat(format string) (string, error) {
+	switch strings.ToLower(strings.TrimPrefix(format, ".")) {
+	case "toml":
+		return FormatTOML, nil
+	case "yaml", "yml":
+		return FormatYAML, nil
+	case "json":
+		return FormatJSON, nil
+	}
+	return "", fmt.Errorf("config: unknown format %q: allowed are toml, yaml (or yml), json", format)
+}
+
+// Marshal writes c in the given format ("toml", "yaml" or "yml", "json"),
+// every key in field order, so that Parse (and Load) of the result yields a
+// Config equal to c, provided c is valid. An empty db_paths is written as an
+// empty list. Marshal does not validate c.
+func (c *Config) Marshal(format string) ([]byte, error) {
+	f, err := parseFormat(format)
+	if err != nil {
+		return nil, err
+	}
+	out := c.Clone()
+	if out.DBPaths == nil {
+		out.DBPaths = []DBPath{} // "db_paths = []" rather than an absent key or null
+	}
+	var buf bytes.Buffer
+	switch f {
+	case FormatTOML:
+		err = toml.NewEncoder(&buf).Encode(out)
+	case FormatYAML:
+		enc := yaml.NewEncoder(&buf)
+		enc.SetIndent(2)
+		if err = enc.Encode(out); err == nil {
+			err = enc.Close()
+		}
+	case FormatJSON:
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		err = enc.Encode(out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: marshal %s: %w", f, err)
+	}
+	return buf.Bytes(), nil
+}

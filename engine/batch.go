@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Batch collects writes that Commit applies atomically: after a crash either
+// all of them are present or none. A Batch is not safe for concurrent use.
+type Batch struct {
+	db *DB
+	b  *pebble.Batch
+}
+
+// NewBatch returns an empty batch.
+func (db *DB) NewBatch() *Batch {
+	return &Batch{db: db, b: db.pdb.NewBatch()}
+}
+
+// Put adds key=value to the batch.
+func (b *Batch) Put(key, value []byte) error { return b.b.Set(key, value, nil) }
+
+// Delete adds a deletion of key to the batch.
+func (b *Batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
+
+// DeleteRange adds a deletion of every key in [start, end) to the batch.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	if err := checkRange(start, end); err != nil {
+		return err
+	}
+	return b.b.DeleteRange(start, end, nil)
+}
+
+// Count returns the number of operations in the batch.
+func (b *Batch) Count() uint32 { return b.b.Count() }
+
+// Len returns the encoded size of the batch in bytes.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// Empty reports whether the batch holds no operations.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// Commit applies the batch atomically, with the database's sync setting: with
+// sync = true it returns only once the batch is durable. The batch may not be
+// used afterwards except for Close.
+func (b *Batch) Commit() error {
+	if err := b.db.check(); err != nil {
+		return err
+	}
+	b.db.writeMu.RLock()
+	defer b.db.writeMu.RUnlock()
+	return b.b.Commit(b.db.wo)
+}
+
+// Close releases the batch; an uncommitted batch is discarded.
+func (b *Batch) Close() error { return b.b.Close() }

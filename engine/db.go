@@ -1,0 +1,395 @@
+// Package engine is Strata's embedded storage engine: a Pebble LSM tree that
+// honours every field of a RocksDB-style config.Config.
+//
+//	cfg := config.Default()
+//	cfg.DBPath = dir
+//	db, err := engine.Open(cfg)
+//	if err != nil { ... }
+//	defer db.Close()
+//	_ = db.Put([]byte("k"), []byte("v"))
+//	v, err := db.Get([]byte("k")) // engine.ErrNotFound when missing
+//
+// Config fields become Pebble options in one place (PebbleOptions). What
+// Pebble lacks is built here on Pebble's public hooks: per-level codecs that a
+// full compaction really applies (CompactAll), the RocksDB-format OPTIONS file
+// (config.RocksDBOptionsFileName, written on every open), WAL accounting
+// (package wal) and a rocksdb.stats-style report (Stats, Metrics, Collector).
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/compression"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/wal"
+)
+
+// ErrNotFound is returned by Get when the key is absent.
+var ErrNotFound = errors.New("engine: not found")
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("engine: closed")
+
+// Logger receives Strata's and Pebble's informational log lines. A nil
+// Logger in Options means silent.
+type Logger interface {
+	Infof(format string, args ...any)
+}
+
+// Options are the run-time hooks of a DB that do not belong in a config file.
+type Options struct {
+	// FS is the file system every file goes through; tests pass vfs.NewMem(),
+	// a crashable or an error-injecting FS. nil means the OS file system
+	// with Pebble's disk-health checks.
+	FS vfs.FS
+	// Logger receives log lines; nil means silent.
+	Logger Logger
+	// EventListener, if set, receives Pebble's events in addition to
+	// Strata's own listener.
+	EventListener *pebble.EventListener
+}
+
+// DB is an open Strata database. It is safe for concurrent use.
+type DB struct {
+	cfg    *config.Config
+	pdb    *pebble.DB
+	popts  *pebble.Options
+	fs     vfs.FS
+	walFS  *wal.CountingFS
+	logger Logger
+	wo     *pebble.WriteOptions
+	notes  []config.Note
+	// codecs[l] is the codec configured for level l.
+	codecs [7]compression.Codec
+
+	// writeMu is held shared by every write and exclusively by a table
+	// rewrite (see rewrite.go), which must not let a write land in the span
+	// it replaces.
+	writeMu sync.RWMutex
+	// openSnapshots counts snapshots not yet closed; table rewrites wait for
+	// none to be open, since an excise would hide versions a snapshot reads.
+	openSnapshots atomic.Int64
+
+	stalls  stallCounter
+	rewrite rewriteCounter
+	closed  atomic.Bool
+}
+
+// Open opens (creating if needed) the database that cfg describes. It
+// validates cfg, rejects settings Strata cannot deliver, never modifies cfg,
+// and writes the RocksDB-format OPTIONS file into db_path.
+func Open(cfg *config.Config) (*DB, error) {
+	return OpenWithOptions(cfg, Options{})
+}
+
+// OpenWithOptions is Open with run-time hooks.
+func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
+	if cfg == nil {
+		return nil, errors.New("engine: Open: config is nil")
+	}
+	cfg = cfg.Clone()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkDeliverable(cfg); err != nil {
+		return nil, err
+	}
+	fs := o.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(cfg.DBPath, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: db_path = %q: cannot create the directory: %w", cfg.DBPath, err)
+	}
+	popts, err := PebbleOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer popts.Cache.Unref()
+
+	db := &DB{cfg: cfg, fs: fs, logger: o.Logger, popts: popts, notes: cfg.Notes()}
+	for l := range db.codecs {
+		db.codecs[l], _ = cfg.LevelCodec(l) // validated above
+	}
+	db.walFS = wal.NewCountingFS(fs, !cfg.EnableWAL)
+	popts.FS = db.walFS
+	popts.Logger = pebbleLogger{o.Logger}
+	popts.EventListener = db.eventListener(o.EventListener)
+	if o.FS == nil {
+		popts.WithFSDefaults()
+	}
+	placement := wal.Placement{
+		DBPath:       cfg.DBPath,
+		Dir:          cfg.WALDir,
+		FailoverDir:  cfg.WALFailoverDir,
+		PreviousDirs: previousWALDirs(fs, cfg.DBPath),
+		Disabled:     !cfg.EnableWAL,
+	}
+	if err := placement.Apply(popts, fs); err != nil {
+		return nil, err
+	}
+	db.wo = pebble.NoSync
+	if cfg.Sync {
+		db.wo = pebble.Sync
+	}
+
+	if err := removeLeftovers(fs, cfg.DBPath); err != nil {
+		return nil, err
+	}
+	pdb, err := pebble.Open(cfg.DBPath, popts)
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %q: %w", cfg.DBPath, err)
+	}
+	db.pdb = pdb
+	if err := db.writeOptionsFile(); err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
+	db.logOpen()
+	return db, nil
+}
+
+// writeOptionsFile replaces db_path/OPTIONS-rocksdb atomically.
+func (db *DB) writeOptionsFile() error {
+	if err := writeFileAtomic(db.fs, db.cfg.DBPath, config.RocksDBOptionsFileName, []byte(db.cfg.RocksDBOptions())); err != nil {
+		return fmt.Errorf("engine: write %s: %w", db.fs.PathJoin(db.cfg.DBPath, config.RocksDBOptionsFileName), err)
+	}
+	return nil
+}
+
+// removeLeftovers deletes files an interrupted rewrite or OPTIONS write left
+// in db_path. Pebble never references them, so nothing is lost.
+func removeLeftovers(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("engine: db_path = %q: %w", dir, err)
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, rewritePrefix) || name == config.RocksDBOptionsFileName+".tmp" {
+			if err := fs.Remove(fs.PathJoin(dir, name)); err != nil {
+				return fmt.Errorf("engine: remove leftover %s: %w", fs.PathJoin(dir, name), err)
+			}
+		}
+	}
+	return nil
+}
+
+// previousWALDirs reads the WAL directories of the previous open from the
+// OPTIONS file it wrote, so a changed wal_dir still recovers old logs.
+func previousWALDirs(fs vfs.FS, dbPath string) []string {
+	f, err := fs.Open(fs.PathJoin(dbPath, config.RocksDBOptionsFileName))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	prev, _, err := config.ImportRocksDBOptions(f)
+	if err != nil {
+		return nil
+	}
+	dirs := []string{prev.WALDir}
+	if prev.WALFailoverDir != "" {
+		dirs = append(dirs, prev.WALFailoverDir)
+	}
+	return dirs
+}
+
+func (db *DB) logOpen() {
+	if db.logger == nil {
+		return
+	}
+	levels, bottom, _ := db.cfg.Codecs()
+	db.logger.Infof("strata: opened %s (wal %s; compression L0-L5 %s, L6 %s)",
+		db.cfg.DBPath, db.walDirDescription(), levels.Describe(), bottom.Describe())
+	if len(db.notes) > 0 {
+		parts := make([]string, len(db.notes))
+		for i, n := range db.notes {
+			parts[i] = fmt.Sprintf("%s = %v (%s)", n.Key, n.Value, n.Reason)
+		}
+		db.logger.Infof("strata: settings without effect on Pebble: %s", strings.Join(parts, "; "))
+	}
+}
+
+func (db *DB) walDirDescription() string {
+	if !db.cfg.EnableWAL {
+		return "disabled"
+	}
+	if db.cfg.WALDir == "" {
+		return db.cfg.DBPath
+	}
+	return db.cfg.WALDir
+}
+
+// Config returns a copy of the configuration the database was opened with.
+func (db *DB) Config() *config.Config { return db.cfg.Clone() }
+
+// Close flushes nothing extra and closes the database; acknowledged writes
+// are in the WAL (or, with enable_wal = false, lost unless flushed).
+func (db *DB) Close() error {
+	if !db.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	return db.pdb.Close()
+}
+
+func (db *DB) check() error {
+	if db.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Put sets key to value.
+func (db *DB) Put(key, value []byte) error {
+	if err := db.check(); err != nil {
+		return err
+	}
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	return db.pdb.Set(key, value, db.wo)
+}
+
+// Delete removes key; deleting an absent key is not an error.
+func (db *DB) Delete(key []byte) error {
+	if err := db.check(); err != nil {
+		return err
+	}
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	return db.pdb.Delete(key, db.wo)
+}
+
+// DeleteRange removes every key in [start, end).
+func (db *DB) DeleteRange(start, end []byte) error {
+	if err := db.check(); err != nil {
+		return err
+	}
+	if err := checkRange(start, end); err != nil {
+		return err
+	}
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	return db.pdb.DeleteRange(start, end, db.wo)
+}
+
+// Get returns a copy of the value of key, or ErrNotFound.
+func (db *DB) Get(key []byte) ([]byte, error) {
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	return get(db.pdb, key)
+}
+
+func get(r pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), v...)
+	return out, closer.Close()
+}
+
+// ErrInvalidRange is returned for a key range whose start does not sort
+// before its end.
+var ErrInvalidRange = errors.New("engine: invalid range")
+
+func checkRange(start, end []byte) error {
+	if bytes.Compare(start, end) >= 0 {
+		return fmt.Errorf("%w: [%q, %q): start must sort before end", ErrInvalidRange, start, end)
+	}
+	return nil
+}
+
+// Flush writes the memtable to an L0 table and waits for it.
+func (db *DB) Flush() error {
+	if err := db.check(); err != nil {
+		return err
+	}
+	return db.pdb.Flush()
+}
+
+// stallCounter counts write stalls.
+type stallCounter struct {
+	mu       sync.Mutex
+	count    int64
+	total    time.Duration
+	began    time.Time
+	lastWhy  string
+	inFlight bool
+}
+
+func (s *stallCounter) begin(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count++
+	s.began = time.Now()
+	s.lastWhy = why
+	s.inFlight = true
+}
+
+func (s *stallCounter) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight {
+		s.total += time.Since(s.began)
+		s.inFlight = false
+	}
+}
+
+func (s *stallCounter) load() (count int64, total time.Duration, lastWhy string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total = s.total
+	if s.inFlight {
+		total += time.Since(s.began)
+	}
+	return s.count, total, s.lastWhy
+}
+
+func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
+	own := pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) { db.stalls.begin(info.Reason) },
+		WriteStallEnd:   func() { db.stalls.end() },
+		BackgroundError: func(err error) {
+			if db.logger != nil {
+				db.logger.Infof("strata: background error: %v", err)
+			}
+		},
+	}
+	if user != nil {
+		own = pebble.TeeEventListener(own, *user)
+	}
+	own.EnsureDefaults(nil)
+	return &own
+}
+
+// pebbleLogger adapts a Logger (possibly nil, meaning silent) to Pebble's.
+type pebbleLogger struct{ l Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l != nil {
+		p.l.Infof(format, args...)
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Infof("error: "+format, args...)
+	}
+}
+
+// Fatalf is called by Pebble only on a broken internal invariant; Pebble does
+// not expect it to return.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"sort"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/wal"
+)
+
+// NumLevels is the number of LSM levels (L0..L6).
+const NumLevels = 7
+
+// Metrics is a structured snapshot of the database's state and counters.
+type Metrics struct {
+	// Levels holds one entry per level, L0 first.
+	Levels [NumLevels]LevelMetrics
+	// WriteAmp is bytes written to tables (flushes, compactions, ingestions)
+	// divided by bytes written to the memtables through the WAL path; 0
+	// before anything was flushed.
+	WriteAmp float64
+	// UserBytesIn is the logical bytes written by the user (the WAL's bytes
+	// in; with the WAL disabled, the bytes flushed to L0).
+	UserBytesIn uint64
+	// TableBytesWritten is the bytes written to tables by flushes and
+	// compactions, rewrites included.
+	TableBytesWritten uint64
+	// DiskUsageBytes is the space used by tables, WAL and metadata files.
+	DiskUsageBytes uint64
+
+	BlockCache CacheMetrics
+	Filter     FilterMetrics
+	WAL        WALMetrics
+	Stalls     StallMetrics
+	Compaction CompactionMetrics
+	Rewrites   RewriteMetrics
+
+	// MemTableBytes and MemTableCount describe the memtables in memory.
+	MemTableBytes uint64
+	MemTableCount int64
+	// OpenSnapshots is the number of snapshots not yet closed.
+	OpenSnapshots int64
+	// NotApplicable lists settings accepted without (full) effect on Pebble,
+	// with the reason.
+	NotApplicable []config.Note
+}
+
+// LevelMetrics describes one level.
+type LevelMetrics struct {
+	// Tables and Bytes count the level's table files and their size.
+	Tables int64
+	Bytes  int64
+	// Score is Pebble's compaction score (>= 1 means compaction is due).
+	Score float64
+	// Codec is the codec configured for the level, as written in the config;
+	// StoredCodec is Pebble's name for what tables written now carry
+	// ("MinLZ" for a requested lz4).
+	Codec       string
+	StoredCodec string
+	// TableCodecs counts the level's tables by the codec they actually carry
+	// (their rocksdb.compression property), so a table that kept another
+	// level's codec shows up.
+	TableCodecs map[string]int
+	// BytesIn is the bytes entering the level (from the WAL for L0, from the
+	// level above otherwise); BytesWritten the bytes of tables written to it.
+	BytesIn, BytesWritten uint64
+}
+
+// CacheMetrics describes the block cache.
+type CacheMetrics struct {
+	CapacityBytes int64
+	UsedBytes     int64
+	Blocks        int64
+	Hits, Misses  int64
+	// HitRate is hits/(hits+misses), 0 before any access.
+	HitRate float64
+}
+
+// FilterMetrics describes the bloom filters' usefulness.
+type FilterMetrics struct {
+	// Hits counts lookups a filter answered "absent", saving a data block
+	// read; Misses counts lookups that had to read the block.
+	Hits, Misses int64
+	// Usefulness is hits/(hits+misses).
+	Usefulness float64
+}
+
+// WALMetrics describes the write-ahead log.
+type WALMetrics struct {
+	// Enabled is false when enable_wal = false.
+	Enabled bool
+	// Dir is where WAL files are written.
+	Dir string
+	// LiveFiles and LiveBytes describe the WAL files still needed.
+	LiveFiles int64
+	LiveBytes uint64
+	// BytesIn is the logical bytes written to the WAL.
+	BytesIn uint64
+	// FS counts files, bytes and syncs at the file system.
+	FS wal.Stats
+	// Sync reports whether every write waits for its WAL sync.
+	Sync bool
+}
+
+// StallMetrics describes write stalls (memtables or L0 full).
+type StallMetrics struct {
+	Count int64
+	Total time.Duration
+	// LastReason is Pebble's reason for the most recent stall.
+	LastReason string
+}
+
+// CompactionMetrics describes background work.
+type CompactionMetrics struct {
+	Count, MoveCount, InProgress int64
+	// EstimatedDebtBytes is the bytes that still need compacting to reach a
+	// stable shape (RocksDB's estimate-pending-compaction-bytes).
+	EstimatedDebtBytes uint64
+	Duration           time.Duration
+	Flushes            int64
+	FlushesInProgress  int64
+}
+
+// Metrics returns the current metrics. It reads every table's properties to
+// report the codecs tables carry, so it is meant for monitoring, not hot
+// paths.
+func (db *DB) Metrics() (*Metrics, error) {
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	pm := db.pdb.Metrics()
+	m := &Metrics{NotApplicable: db.notes}
+	tables, err := db.pdb.SSTables(pebble.WithProperties())
+	if err != nil {
+		return nil, err
+	}
+	for l := range NumLevels {
+		lm := &pm.Levels[l]
+		out := LevelMetrics{
+			Tables:       lm.TablesCount,
+			Bytes:        lm.TablesSize,
+			Score:        lm.Score,
+			Codec:        db.codecs[l].String(),
+			StoredCodec:  db.codecs[l].PebbleProfile().Name,
+			TableCodecs:  map[string]int{},
+			BytesIn:      lm.TableBytesIn,
+			BytesWritten: lm.TableBytesFlushed + lm.TableBytesCompacted + lm.TableBytesIngested,
+		}
+		for _, t := range tables[l] {
+			name := "unknown"
+			if t.Properties != nil {
+				name = t.Properties.CompressionName
+			}
+			out.TableCodecs[name]++
+		}
+		m.TableBytesWritten += out.BytesWritten
+		m.Levels[l] = out
+	}
+	m.UserBytesIn = pm.WAL.BytesIn
+	if !db.cfg.EnableWAL {
+		m.UserBytesIn = pm.Levels[0].TableBytesFlushed
+	}
+	if m.UserBytesIn > 0 {
+		m.WriteAmp = float64(m.TableBytesWritten) / float64(m.UserBytesIn)
+	}
+	m.DiskUsageBytes = pm.DiskSpaceUsage()
+	bc := pm.BlockCache
+	m.BlockCache = CacheMetrics{CapacityBytes: db.cfg.BlockCacheSizeMB << 20, UsedBytes: bc.Size, Blocks: bc.Count, Hits: bc.Hits, Misses: bc.Misses, HitRate: ratio(bc.Hits, bc.Misses)}
+	m.Filter = FilterMetrics{Hits: pm.Filter.Hits, Misses: pm.Filter.Misses, Usefulness: ratio(pm.Filter.Hits, pm.Filter.Misses)}
+	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
+	count, total, why := db.stalls.load()
+	m.Stalls = StallMetrics{Count: count, Total: total, LastReason: why}
+	m.Compaction = CompactionMetrics{
+		Count: pm.Compact.Count, MoveCount: pm.Compact.MoveCount, InProgress: pm.Compact.NumInProgress,
+		EstimatedDebtBytes: pm.Compact.EstimatedDebt, Duration: pm.Compact.Duration,
+		Flushes: pm.Flush.Count, FlushesInProgress: pm.Flush.NumInProgress,
+	}
+	m.Rewrites = db.rewrite.load()
+	m.MemTableBytes, m.MemTableCount = pm.MemTable.Size, pm.MemTable.Count
+	m.OpenSnapshots = db.openSnapshots.Load()
+	return m, nil
+}
+
+func ratio(hits, misses int64) float64 {
+	if hits+misses == 0 {
+		return 0
+	}
+	return float64(hits) / float64(hits+misses)
+}
+
+// TableInfo describes one table file.
+type TableInfo struct {
+	Level   int
+	FileNum uint64
+	Size    uint64
+	// Codec is the table's rocksdb.compression property: the Pebble profile
+	// it was written with ("MinLZ", "ZSTD", ...).
+	Codec string
+	// Smallest and Largest are the table's first and last user keys.
+	Smallest, Largest []byte
+	// Entries is the number of entries (keys and tombstones).
+	Entries uint64
+}
+
+// Tables lists every table, by level then key order.
+func (db *DB) Tables() ([]TableInfo, error) {
+	if err := db.check(); err != nil {
+		return nil, err
+	}
+	levels, err := db.pdb.SSTables(pebble.WithProperties())
+	if err != nil {
+		return nil, err
+	}
+	var out []TableInfo
+	for l, tables := range levels {
+		for _, t := range tables {
+			info := TableInfo{Level: l, FileNum: uint64(t.FileNum), Size: t.Size,
+				Smallest: t.Smallest.UserKey, Largest: t.Largest.UserKey}
+			if t.Properties != nil {
+				info.Codec = t.Properties.CompressionName
+				info.Entries = t.Properties.NumEntries
+			}
+			out = append(out, info)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Level < out[j].Level })
+	return out, nil
+}

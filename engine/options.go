@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/stratadb/strata/config"
+)
+
+// ErrNotSupportedYet is returned by Open for a setting whose feature Strata
+// has not built yet; the error names the key.
+var ErrNotSupportedYet = errors.New("engine: not supported yet")
+
+// ErrCannotDeliver is returned by Open for a setting whose behaviour no
+// Pebble-based engine can deliver; the error names the key and what to use
+// instead.
+var ErrCannotDeliver = errors.New("engine: setting cannot be delivered")
+
+// checkDeliverable rejects settings Strata cannot honour (yet). It runs after
+// Validate, so every value is in range.
+func checkDeliverable(cfg *config.Config) error {
+	var errs []error
+	if cfg.UseUniversalCompaction {
+		errs = append(errs, fmt.Errorf("%w: use_universal_compaction = true: Pebble has only leveled compaction; set use_universal_compaction = false (leveled, with dynamic level sizes)", ErrCannotDeliver))
+	}
+	if cfg.UseDirectReads {
+		errs = append(errs, fmt.Errorf("%w: use_direct_reads = true: direct I/O is not built yet; set it to false", ErrNotSupportedYet))
+	}
+	if cfg.UseDirectIOForFlushAndCompaction {
+		errs = append(errs, fmt.Errorf("%w: use_direct_io_for_flush_and_compaction = true: direct I/O is not built yet; set it to false", ErrNotSupportedYet))
+	}
+	if len(cfg.DBPaths) > 1 {
+		errs = append(errs, fmt.Errorf("%w: db_paths has %d entries: the tiered layout is not built yet; list at most one path, equal to db_path", ErrNotSupportedYet, len(cfg.DBPaths)))
+	} else if len(cfg.DBPaths) == 1 && !samePath(cfg.DBPaths[0].Path, cfg.DBPath) {
+		errs = append(errs, fmt.Errorf("%w: db_paths[0].path = %q differs from db_path = %q: table files outside db_path need the tiered layout, which is not built yet", ErrNotSupportedYet, cfg.DBPaths[0].Path, cfg.DBPath))
+	}
+	return errors.Join(errs...)
+}
+
+// PebbleOptions converts a validated Config into the Pebble options Strata
+// opens its database with. It is the one place where Config fields become
+// Pebble settings; benchmarks use it to open raw Pebble with identical
+// settings. The caller owns the returned block cache reference and must call
+// opts.Cache.Unref() once the database is open (or was not opened).
+//
+// The file system, logger, event listener and WAL placement are not set here;
+// Open adds them.
+func PebbleOptions(cfg *config.Config) (*pebble.Options, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	levels, bottom, err := cfg.Codecs()
+	if err != nil {
+		return nil, err
+	}
+	opts := &pebble.Options{
+		FormatMajorVersion:          pebble.FormatNewest, // MinLZ needs table format v6+
+		Cache:                       pebble.NewCache(cfg.BlockCacheSizeMB << 20),
+		MemTableSize:                uint64(cfg.MemtableSizeMB) << 20,
+		MemTableStopWritesThreshold: max(2, cfg.MaxWriteBufferNumber),
+		LBaseMaxBytes:               cfg.MaxBytesForLevelBaseMB << 20,
+		DisableWAL:                  !cfg.EnableWAL,
+	}
+	// RocksDB's target_file_size_base with multiplier 1: every level, L0
+	// (whose size also bounds flush output) included, aims at the same size.
+	for i := range opts.TargetFileSizes {
+		opts.TargetFileSizes[i] = cfg.TargetFileSizeBaseMB << 20
+	}
+	// RocksDB's split of max_background_jobs: a quarter (at least one) for
+	// flushes, the rest (at least one) for compactions.
+	compactions := max(1, cfg.MaxBackgroundJobs-max(1, cfg.MaxBackgroundJobs/4))
+	opts.CompactionConcurrencyRange = func() (int, int) { return 1, compactions }
+
+	levelProfile, bottomProfile := levels.PebbleProfile(), bottom.PebbleProfile()
+	for i := range opts.Levels {
+		l := &opts.Levels[i]
+		l.BlockSize = cfg.BlockSize
+		if cfg.BloomBitsPerKey > 0 {
+			l.FilterPolicy = bloom.FilterPolicy(cfg.BloomBitsPerKey)
+		}
+		profile := levelProfile
+		if i == len(opts.Levels)-1 {
+			profile = bottomProfile
+		}
+		l.Compression = func() *sstable.CompressionProfile { return profile }
+	}
+	opts.EnsureDefaults()
+	return opts, nil
+}

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/stratadb/strata/compression"
+)
+
+// Stats returns a readable multi-line report in the spirit of RocksDB's
+// rocksdb.stats: per level the files, size, configured codec and the codecs
+// tables actually carry, then write amplification, block cache, bloom
+// filters, WAL, stalls, compactions, rewrites and the settings without effect.
+func (db *DB) Stats() (string, error) {
+	m, err := db.Metrics()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "** Strata DB Stats: %s **\n", db.cfg.DBPath)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "Level\tFiles\tSize(MB)\tScore\tIn(MB)\tWrite(MB)\tW-Amp\tCompression (requested)\tStored as\tTables carry\t")
+	for l, lm := range m.Levels {
+		wamp := 0.0
+		if lm.BytesIn > 0 {
+			wamp = float64(lm.BytesWritten) / float64(lm.BytesIn)
+		}
+		fmt.Fprintf(tw, "L%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", l, lm.Tables, mb(lm.Bytes), lm.Score,
+			mb(int64(lm.BytesIn)), mb(int64(lm.BytesWritten)), wamp, lm.Codec, lm.StoredCodec, formatCodecCounts(lm.TableCodecs))
+	}
+	var files, bytes int64
+	for _, lm := range m.Levels {
+		files += lm.Tables
+		bytes += lm.Bytes
+	}
+	fmt.Fprintf(tw, "Sum\t%d\t%.2f\t\t%.2f\t%.2f\t%.2f\t\t\t\t\n", files, mb(bytes), mb(int64(m.UserBytesIn)), mb(int64(m.TableBytesWritten)), m.WriteAmp)
+	_ = tw.Flush()
+
+	levels, bottom, _ := db.cfg.Codecs()
+	fmt.Fprintf(&b, "Compression: L0-L5 %s, L6 %s\n", levels.Describe(), bottom.Describe())
+	if levels.Algorithm == compression.LZ4 || bottom.Algorithm == compression.LZ4 {
+		b.WriteString("  lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec.\n")
+	}
+	fmt.Fprintf(&b, "Write amplification: %.2f (%.2f MB written to tables for %.2f MB of user writes)\n", m.WriteAmp, mb(int64(m.TableBytesWritten)), mb(int64(m.UserBytesIn)))
+	fmt.Fprintf(&b, "Block cache: %.2f MB used of %.2f MB, %d blocks, hits %d, misses %d, hit rate %.1f%%\n",
+		mb(m.BlockCache.UsedBytes), mb(m.BlockCache.CapacityBytes), m.BlockCache.Blocks, m.BlockCache.Hits, m.BlockCache.Misses, 100*m.BlockCache.HitRate)
+	fmt.Fprintf(&b, "Bloom filter: %d bits/key, useful %d, not useful %d, usefulness %.1f%%\n",
+		db.cfg.BloomBitsPerKey, m.Filter.Hits, m.Filter.Misses, 100*m.Filter.Usefulness)
+	if m.WAL.Enabled {
+		fmt.Fprintf(&b, "WAL: dir %s, sync %v, %d live files (%.2f MB), %.2f MB logical in, %.2f MB written, %d syncs, %d files created\n",
+			m.WAL.Dir, m.WAL.Sync, m.WAL.LiveFiles, mb(int64(m.WAL.LiveBytes)), mb(int64(m.WAL.BytesIn)), mb(m.WAL.FS.BytesWritten), m.WAL.FS.Syncs, m.WAL.FS.Files)
+	} else {
+		b.WriteString("WAL: disabled (enable_wal = false): writes not yet flushed are lost in a crash\n")
+	}
+	fmt.Fprintf(&b, "Stalls: %d, total %s", m.Stalls.Count, m.Stalls.Total.Round(1e6))
+	if m.Stalls.LastReason != "" {
+		fmt.Fprintf(&b, ", last reason %q", m.Stalls.LastReason)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "Compactions: %d (%d moves), %d running, pending %.2f MB, %s; flushes %d, %d running\n",
+		m.Compaction.Count, m.Compaction.MoveCount, m.Compaction.InProgress, mb(int64(m.Compaction.EstimatedDebtBytes)), m.Compaction.Duration.Round(1e6),
+		m.Compaction.Flushes, m.Compaction.FlushesInProgress)
+	fmt.Fprintf(&b, "Codec rewrites: %d tables (%.2f MB -> %.2f MB), %d skipped (snapshots open), %d failed\n",
+		m.Rewrites.Tables, mb(int64(m.Rewrites.BytesIn)), mb(int64(m.Rewrites.BytesOut)), m.Rewrites.Skipped, m.Rewrites.Failed)
+	fmt.Fprintf(&b, "Memtables: %d, %.2f MB; open snapshots: %d; disk usage %.2f MB\n", m.MemTableCount, mb(int64(m.MemTableBytes)), m.OpenSnapshots, mb(int64(m.DiskUsageBytes)))
+	if len(m.NotApplicable) > 0 {
+		b.WriteString("Settings without effect on Pebble:\n")
+		for _, n := range m.NotApplicable {
+			fmt.Fprintf(&b, "  %s = %v: %s\n", n.Key, n.Value, n.Reason)
+		}
+	}
+	return b.String(), nil
+}
+
+func mb(n int64) float64 { return float64(n) / (1 << 20) }
+
+func formatCodecCounts(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s:%d", name, counts[name])
+	}
+	return strings.Join(parts, ",")
+}
