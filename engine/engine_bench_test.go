@@ -94,6 +94,7 @@ func openImpl(b *testing.B, impl string, cfg *config.Config) kv {
 		if err != nil {
 			b.Fatal(err)
 		}
+		opts.Logger = pebbleLogger{} // silent, as Strata's
 		opts.WithFSDefaults()
 		db, err := pebble.Open(cfg.DBPath, opts)
 		opts.Cache.Unref()

@@ -1,0 +1,32 @@
+// Package admin implements strata, Strata's administration tool in the spirit
+// of RocksDB's ldb: point reads and writes, range scans, bulk loading of JSON
+// Lines, flushes, compactions, checkpoints, statistics and the RocksDB-format
+// OPTIONS text of a configuration.
+//
+// The commands are cobra commands built by NewRootCommand, so tests and other
+// programs run them in-process exactly as cmd/strata does:
+//
+//	root := admin.NewRootCommand()
+//	root.SetArgs([]string{"--db", dir, "put", "k", "v"})
+//	root.SetOut(&stdout)
+//	root.SetErr(&stderr)
+//	if err := root.Execute(); err != nil { ... }
+//
+// Results go to the command's standard output, progress and log lines to its
+// standard error. A command never exits the process: it returns an error, and
+// the caller (cmd/strata) prints it once and exits with status 1.
+//
+// # Selecting the database
+//
+// Every command takes --config FILE (a TOML, YAML or JSON config.Config) or
+// --db DIR (config.Default with db_path = DIR). With both, --db overrides the
+// file's db_path. Only put and load create a database; the other commands
+// report a missing db_path rather than open a new, empty database there.
+//
+// # Loading
+//
+// "strata load FILE.jsonl" stores line i (counted from 0) under
+// workload.Key(i), entity:%08d, in batches committed in input order, so after
+// a crash or an error the entities present are always a prefix of the file,
+// and "load --resume" continues after the last one present.
+package admin

@@ -1,0 +1,193 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+)
+
+// NewRootCommand returns the strata command with every subcommand attached.
+// Each call builds fresh commands and options, so a program (or a test) may
+// build and execute any number of them.
+func NewRootCommand() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:   "strata",
+		Short: "Administer a Strata database",
+		Long: `strata administers a Strata database, in the spirit of RocksDB's ldb.
+
+Select the database with --config FILE (TOML, YAML or JSON, chosen by the
+extension) or --db DIR (the default configuration with db_path = DIR). With
+both, --db overrides the file's db_path. Only put and load create a database;
+the other commands need db_path to exist.`,
+		Example: `  strata --db /var/lib/strata put user:1 '{"name":"Ada"}'
+  strata --config strata.toml scan --prefix user: --limit 10
+  strata --config strata.toml load entities.jsonl --resume
+  strata --config strata.toml options > OPTIONS-rocksdb`,
+		// Errors are printed once, by the caller of Execute; usage is not
+		// repeated after every error (argument errors carry the usage line).
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	})
+	g.AddFlags(root.PersistentFlags())
+	root.AddCommand(
+		newPutCommand(g),
+		newGetCommand(g),
+		newDeleteCommand(g),
+		newScanCommand(g),
+		newLoadCommand(g),
+		newFlushCommand(g),
+		newCompactCommand(g),
+		newCheckpointCommand(g),
+		newStatsCommand(g),
+		newOptionsCommand(g),
+	)
+	return root
+}
+
+// globalOptions are the flags every command shares: which database, and how
+// chatty to be.
+type globalOptions struct {
+	configPath string
+	dbPath     string
+	verbose    bool
+}
+
+// AddFlags registers the global flags on fs (the root's persistent flags).
+func (o *globalOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.configPath, "config", "", "configuration `FILE` (.toml, .yaml, .yml or .json)")
+	fs.StringVar(&o.dbPath, "db", "", "database `DIR`: the default configuration with db_path = DIR, or overriding db_path of --config")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log engine events and load progress to stderr")
+}
+
+// Validate checks that a database was selected.
+func (o *globalOptions) Validate() error {
+	if o.configPath == "" && o.dbPath == "" {
+		return errors.New("need --config FILE or --db DIR")
+	}
+	return nil
+}
+
+// loadConfig returns the selected configuration: the file of --config, or
+// the default one, with db_path replaced by --db if given.
+func (o *globalOptions) loadConfig() (*config.Config, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	var cfg *config.Config
+	if o.configPath != "" {
+		c, err := config.Load(o.configPath)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s: %w", o.configPath, err)
+		}
+		cfg = c
+	} else {
+		cfg = config.Default()
+	}
+	if o.dbPath != "" {
+		cfg.DBPath = o.dbPath
+	}
+	return cfg, nil
+}
+
+// Whether open may create a database: only the commands that write data do,
+// so that a mistyped --db for get, scan or stats is an error instead of a
+// new, empty database (RocksDB's ldb without --create_if_missing).
+const (
+	mustExist       = false
+	createIfMissing = true
+)
+
+// open loads the configuration and opens the database with log as its
+// logger (nil is silent). Unless create, db_path must exist.
+func (o *globalOptions) open(log engine.Logger, create bool) (*engine.DB, error) {
+	cfg, err := o.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if !create {
+		if _, err := os.Stat(cfg.DBPath); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at db_path = %q: the directory does not exist (put and load create one)", cfg.DBPath)
+		}
+	}
+	return engine.OpenWithOptions(cfg, engine.Options{Logger: log})
+}
+
+// logger returns the logger of --verbose, writing to the command's stderr,
+// or nil (silent) without it.
+func (o *globalOptions) logger(cmd *cobra.Command) engine.Logger {
+	if !o.verbose {
+		return nil
+	}
+	return &lineLogger{w: cmd.ErrOrStderr()}
+}
+
+// lineLogger writes one line per message. The engine logs from background
+// goroutines, so writes are serialised.
+type lineLogger struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Infof writes one formatted line.
+func (l *lineLogger) Infof(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = io.WriteString(l.w, msg)
+}
+
+// closeDB closes db and folds its error into *err, so a failed Close is not
+// lost behind a successful command.
+func closeDB(db *engine.DB, err *error) {
+	if cerr := db.Close(); cerr != nil && *err == nil {
+		*err = cerr
+	}
+}
+
+// argsNamed accepts exactly len(names) positional arguments and names the
+// missing or unexpected ones in its error, with the usage line.
+func argsNamed(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(names):
+			missing := names[len(args):]
+			noun := "argument"
+			if len(missing) > 1 {
+				noun = "arguments"
+			}
+			return fmt.Errorf("%s: missing %s %s (usage: %s)", cmd.Name(), noun, strings.Join(missing, " and "), cmd.UseLine())
+		case len(args) > len(names):
+			what := "no arguments"
+			if len(names) > 0 {
+				what = "only " + strings.Join(names, " ")
+			}
+			return fmt.Errorf("%s: unexpected argument %q: takes %s (usage: %s)", cmd.Name(), args[len(names)], what, cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// nonEmpty reports an empty positional argument by name.
+func nonEmpty(cmd *cobra.Command, name, value string) error {
+	if value == "" {
+		return fmt.Errorf("%s: argument %s is empty", cmd.Name(), name)
+	}
+	return nil
+}
