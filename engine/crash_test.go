@@ -170,4 +170,3 @@ loop:
 	_ = cmd.Wait()
 	return acked
 }
-
