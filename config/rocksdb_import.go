@@ -18,10 +18,12 @@ import (
 // BlockBasedTable) is one Unmapped with an empty Key. A value that was taken
 // over only approximately (a size rounded up to whole MB) is listed too.
 type Unmapped struct {
-	// Section is the section as written in the file, without brackets
-	// (`CFOptions "default"`); empty for a comment before the first section.
+	// Section is the section as its header names it, without brackets
+	// (`CFOptions "default"`); empty before the first section.
 	Section string
-	// Key is the option name, empty for a whole section.
+	// Key is the option name; empty for a whole section,
+	// "compression_opts.max_dict_bytes" for a part of a struct value,
+	// "strata: name" for a "# strata:" comment.
 	Key string
 	// Value is the option's value as written, unescaped.
 	Value string
@@ -122,6 +124,7 @@ type importer struct {
 	// Codec settings, combined by resolveCodecs once the file is read.
 	compression     *compression.Codec // nil: not given or unusable
 	bottommost      *compression.Codec // nil: not given, unusable or kDisableCompressionOption
+	bottommostBad   bool               // given as a codec Pebble cannot store
 	perLevel        []compression.Codec
 	perLevelRaw     string
 	numLevels       int
@@ -365,6 +368,8 @@ func (imp *importer) cfOption(key, value string) error {
 		}
 		if codec, ok := imp.rocksDBCodec(key, value); ok {
 			imp.bottommost = &codec
+		} else {
+			imp.bottommostBad = true
 		}
 	case "compression_per_level":
 		imp.perLevel, imp.perLevelRaw = nil, value
@@ -454,7 +459,7 @@ func (imp *importer) filterPolicy(key, value string) {
 func (imp *importer) rocksDBCodec(key, value string) (compression.Codec, bool) {
 	codec, err := compression.ParseRocksDBName(value)
 	if err != nil {
-		imp.skip(key, value, "no Pebble equivalent: the default codec is kept (Pebble stores none, snappy, zstd and minlz; lz4 as minlz)")
+		imp.skip(key, value, "no Pebble equivalent: Strata's default codec stays (Pebble stores none, snappy, zstd and minlz; lz4 as minlz)")
 		return codec, false
 	}
 	return codec, true
@@ -616,8 +621,8 @@ func (imp *importer) resolveCodecs() {
 		last := at(n - 1)
 		bottom = &last
 	}
-	if imp.bottommost != nil {
-		bottom = imp.bottommost
+	if imp.bottommost != nil || imp.bottommostBad {
+		bottom = imp.bottommost // an unusable codec leaves Strata's default
 	}
 	bottomLevel := imp.optsLevel
 	bottomRaw, bottomKey := imp.optsLevelRaw, "compression_opts"

@@ -135,6 +135,9 @@ func TestImportMapping(t *testing.T) {
 	}{
 		{"zlib keeps the default codec", cf("compression=kZlibCompression"),
 			func(c *Config) {}, []string{"compression=kZlibCompression"}},
+		{"zlib bottommost keeps the default codec", cf("compression=kSnappyCompression", "bottommost_compression=kZlibCompression",
+			"compression_per_level=kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression"),
+			func(c *Config) { c.CompressionDefault = "snappy" }, []string{"bottommost_compression=kZlibCompression"}},
 		{"bottommost follows compression", cf("compression=kSnappyCompression", "bottommost_compression=kDisableCompressionOption"),
 			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "snappy", "snappy" }, nil},
 		{"no bottommost key", cf("compression=kNoCompression"),
