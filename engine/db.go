@@ -287,6 +287,27 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 	return get(db.pdb, key)
 }
 
+// View calls fn with the value of key without copying it, or returns
+// ErrNotFound. The value is valid only until fn returns; fn must not keep it
+// or modify it. View is Get without the allocation, for hot read paths.
+func (db *DB) View(key []byte, fn func(value []byte) error) error {
+	if err := db.check(); err != nil {
+		return err
+	}
+	return view(db.pdb, key, fn)
+}
+
+func view(r pebble.Reader, key []byte, fn func(value []byte) error) error {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(v), closer.Close())
+}
+
 func get(r pebble.Reader, key []byte) ([]byte, error) {
 	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {

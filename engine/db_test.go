@@ -441,3 +441,27 @@ func TestCheckpoint(t *testing.T) {
 		t.Error("checkpoint holds a write made after it")
 	}
 }
+
+func TestView(t *testing.T) {
+	db := mustOpen(t, testConfig(t))
+	defer db.Close()
+	_ = db.Put([]byte("k"), []byte("value"))
+	var got string
+	if err := db.View([]byte("k"), func(v []byte) error { got = string(v); return nil }); err != nil || got != "value" {
+		t.Fatalf("View = %q, %v", got, err)
+	}
+	if err := db.View([]byte("absent"), func([]byte) error { t.Fatal("fn called for an absent key"); return nil }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("View(absent) = %v", err)
+	}
+	sentinel := errors.New("from fn")
+	if err := db.View([]byte("k"), func([]byte) error { return sentinel }); !errors.Is(err, sentinel) {
+		t.Fatalf("View does not return fn's error: %v", err)
+	}
+	snap, _ := db.NewSnapshot()
+	defer snap.Close()
+	_ = db.Put([]byte("k"), []byte("newer"))
+	_ = snap.View([]byte("k"), func(v []byte) error { got = string(v); return nil })
+	if got != "value" {
+		t.Fatalf("snapshot View = %q", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 type kv interface {
 	put(k, v []byte) error
 	get(k []byte) error
+	view(k []byte) error
 	scan(fn func(k, v []byte)) error
 	flush() error
 	close() error
@@ -31,6 +32,9 @@ func (s strataKV) put(k, v []byte) error { return s.db.Put(k, v) }
 func (s strataKV) get(k []byte) error {
 	_, err := s.db.Get(k)
 	return err
+}
+func (s strataKV) view(k []byte) error {
+	return s.db.View(k, func([]byte) error { return nil })
 }
 func (s strataKV) scan(fn func(k, v []byte)) error {
 	it, err := s.db.NewIter(nil)
@@ -57,6 +61,13 @@ func (p pebbleKV) get(k []byte) error {
 		return err
 	}
 	_ = append([]byte(nil), v...) // Strata returns a copy; so does this side
+	return closer.Close()
+}
+func (p pebbleKV) view(k []byte) error {
+	_, closer, err := p.db.Get(k)
+	if err != nil {
+		return err
+	}
 	return closer.Close()
 }
 func (p pebbleKV) scan(fn func(k, v []byte)) error {
@@ -157,6 +168,27 @@ func BenchmarkGet(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				if err := db.get(key((i * 7919) % n)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkView reads without copying on either side (engine.DB.View
+// against pebble.DB.Get used before its closer).
+func BenchmarkView(b *testing.B) {
+	const n = 20000
+	for _, impl := range impls {
+		b.Run("impl="+impl, func(b *testing.B) {
+			db := loaded(b, impl, n)
+			defer db.close()
+			b.SetBytes(benchValueSize)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := db.view(key((i * 7919) % n)); err != nil {
 					b.Fatal(err)
 				}
 				i++

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"bytes"
+	"fmt"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -31,10 +34,9 @@ func (db *DB) NewIter(opts *IterOptions) (*Iterator, error) {
 func newIter(r pebble.Reader, opts *IterOptions) (*Iterator, error) {
 	po := &pebble.IterOptions{}
 	if opts != nil {
-		if opts.LowerBound != nil && opts.UpperBound != nil {
-			if err := checkRange(opts.LowerBound, opts.UpperBound); err != nil {
-				return nil, err
-			}
+		// Equal bounds make an empty iterator; inverted bounds are an error.
+		if opts.LowerBound != nil && opts.UpperBound != nil && bytes.Compare(opts.LowerBound, opts.UpperBound) > 0 {
+			return nil, fmt.Errorf("%w: iterator bounds [%q, %q): the lower bound sorts after the upper bound", ErrInvalidRange, opts.LowerBound, opts.UpperBound)
 		}
 		po.LowerBound, po.UpperBound = opts.LowerBound, opts.UpperBound
 	}
@@ -101,6 +103,9 @@ func (db *DB) NewSnapshot() (*Snapshot, error) {
 
 // Get returns a copy of key's value as of the snapshot, or ErrNotFound.
 func (s *Snapshot) Get(key []byte) ([]byte, error) { return get(s.snap, key) }
+
+// View is DB.View as of the snapshot.
+func (s *Snapshot) View(key []byte, fn func(value []byte) error) error { return view(s.snap, key, fn) }
 
 // NewIter returns an iterator over the snapshot; opts may be nil.
 func (s *Snapshot) NewIter(opts *IterOptions) (*Iterator, error) { return newIter(s.snap, opts) }

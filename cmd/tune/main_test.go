@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/config"
+)
+
+// run executes tune with args and returns its stdout, stderr and error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var stdout, stderr bytes.Buffer
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	return stdout.String(), stderr.String(), err
+}
+
+func TestHelpListsCommandsWithExamples(t *testing.T) {
+	out, _, err := run(t, "help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"compression", "codecs", "options", "import", "recommend", "doctor", "Examples:", "tune compression --repeat 3 --baseline --format markdown"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	for _, cmd := range []string{"compression", "codecs", "options", "import", "recommend", "doctor"} {
+		out, _, err := run(t, "help", cmd)
+		if err != nil || !strings.Contains(out, "Examples:") || !strings.Contains(out, "  tune "+cmd) {
+			t.Errorf("help %s: %v\n%s", cmd, err, out)
+		}
+	}
+}
+
+func TestCompressionCommand(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, err := run(t, "compression", "--entities", "200", "--size", "512", "--profiles", "none/none,zstd/zstd", "--format", "csv", "--dir", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	records, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(records) != 3 || records[1][0] != "none / none" || records[2][0] != "zstd / zstd" {
+		t.Fatalf("CSV %q: %v", records, err)
+	}
+	if !strings.Contains(stderr, "databases kept in "+dir) {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
+
+func TestCompressionCommandErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"a\":1}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"compression", "--profiles", "lz4/zsdt"}, `profile "lz4/zsdt": unknown codec "zsdt"`},
+		{[]string{"compression", "--dir", filepath.Join(file, "sub")}, "--dir " + filepath.Join(file, "sub")},
+		{[]string{"compression", "--repeat", "0"}, "--repeat 0: must be >= 1"},
+		{[]string{"compression", "--format", "yaml"}, `unknown format "yaml"`},
+		{[]string{"compression", "--input", bad}, "line 2: not valid JSON"},
+		{[]string{"compression", "--input", bad + ".missing"}, "no such file"},
+		{[]string{"compression", "extra"}, `unexpected argument "extra"`},
+		{[]string{"codecs", "--codecs", "lz4,brotli"}, `unknown raw codec "brotli"`},
+		{[]string{"recommend", "--format", "json"}, "give --out FILE"},
+		{[]string{"recommend", "--goal", "cheap"}, "--goal"},
+		{[]string{"doctor"}, "need --config FILE or --db DIR"},
+		{[]string{"doctor", "--db", t.TempDir()}, "not a Strata database"},
+		{[]string{"doctor", "--db", t.TempDir(), "--format", "csv"}, "--format csv: allowed are table, markdown, json"},
+		{[]string{"options", "--config", "a.toml", "--db", "b"}, "exclusive"},
+		{[]string{"options", "--db", t.TempDir()}, "not a Strata database"},
+		{[]string{"import"}, "takes exactly one argument"},
+		{[]string{"import", file}, "the file is empty"},
+	} {
+		out, _, err := run(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want one containing %q", tc.args, err, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%q: printed %q on failure", tc.args, out)
+		}
+	}
+}
+
+func TestOptionsImportRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(dir, "db")
+	cfg.CompressionDefault = "minlz"
+	cfg.CompressionBottommost = "zstd:9"
+	cfg.BlockSize = 32768
+	cfg.BlockCacheSizeMB = 1024
+	text, _ := cfg.Marshal(config.FormatTOML)
+	cfgPath := filepath.Join(dir, "strata.toml")
+	if err := os.WriteFile(cfgPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, err := run(t, "options", "--config", cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	optsPath := filepath.Join(dir, "OPTIONS-rocksdb")
+	if err := os.WriteFile(optsPath, []byte(opts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imported, _, err := run(t, "import", optsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Parse([]byte(imported), config.FormatTOML)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, imported)
+	}
+	again, _ := got.Marshal(config.FormatTOML)
+	if !bytes.Equal(again, text) {
+		t.Errorf("round trip:\n%s\nwant\n%s", again, text)
+	}
+}
+
+func TestErrorLine(t *testing.T) {
+	if got := errorLine(os.ErrNotExist); got != "tune: file does not exist" {
+		t.Error(got)
+	}
+	_, _, err := run(t, "options", "--db", t.TempDir())
+	if got := errorLine(err); strings.Count(got, "tune:") != 1 {
+		t.Errorf("%q", got)
+	}
+}

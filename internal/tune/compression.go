@@ -1,0 +1,352 @@
+package tune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/stratadb/strata/compression"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/report"
+)
+
+// DefaultProfiles are the four rows of the seed's table.
+const DefaultProfiles = "none/none,lz4/zstd,zstd/zstd,snappy/zstd"
+
+// Profile is one row of `tune compression`: the codec of levels 0-5
+// (compression_default) and of the bottommost level
+// (compression_bottommost), spelled as in a config file.
+type Profile struct {
+	// Default is compression_default, Bottommost compression_bottommost.
+	Default, Bottommost string
+}
+
+// String returns "default/bottommost" as written.
+func (p Profile) String() string { return p.Default + "/" + p.Bottommost }
+
+// ParseProfiles parses a comma-separated list of default/bottommost codec
+// pairs ("none/none,lz4/zstd"). Each codec must be a name
+// compression.ParseCodec accepts; an unknown one is an error naming the
+// profile and the allowed names.
+func ParseProfiles(s string) ([]Profile, error) {
+	var out []Profile
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		def, bottom, ok := strings.Cut(item, "/")
+		if !ok || strings.Contains(bottom, "/") {
+			return nil, fmt.Errorf("--profiles: profile %q: want default/bottommost, such as lz4/zstd", item)
+		}
+		p := Profile{Default: strings.TrimSpace(def), Bottommost: strings.TrimSpace(bottom)}
+		for _, name := range []string{p.Default, p.Bottommost} {
+			if _, err := compression.ParseCodec(name); err != nil || name == "" {
+				return nil, fmt.Errorf("--profiles: profile %q: unknown codec %q: allowed are %s", item, name, strings.Join(compression.Names(), ", "))
+			}
+		}
+		key := strings.ToLower(p.String())
+		if seen[key] {
+			return nil, fmt.Errorf("--profiles: profile %q is listed twice", item)
+		}
+		seen[key] = true
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--profiles %q: no profile given: list default/bottommost pairs such as %s", s, DefaultProfiles)
+	}
+	return out, nil
+}
+
+// runConfig returns base with the codecs of p, db_path = dir and every
+// other path cleared, so a run never touches the base config's directories.
+func runConfig(base *config.Config, def, bottom, dir string) *config.Config {
+	cfg := base.Clone()
+	cfg.CompressionDefault, cfg.CompressionBottommost = def, bottom
+	cfg.DBPath = dir
+	cfg.WALDir, cfg.WALFailoverDir, cfg.DBPaths = "", "", nil
+	return cfg
+}
+
+// codecPair returns "levels / bottommost" of cfg's effective codecs, with
+// zstd_level applied: "lz4 / zstd", "zstd:1 / zstd:6".
+func codecPair(cfg *config.Config) string {
+	levels, bottom, err := cfg.Codecs()
+	if err != nil {
+		return cfg.CompressionDefault + " / " + cfg.CompressionBottommost
+	}
+	return levels.String() + " / " + bottom.String()
+}
+
+// CompressionOptions configure RunCompression.
+type CompressionOptions struct {
+	// Base is the config every profile starts from; nil means
+	// config.Default(). Its paths are ignored: each run has its own
+	// directory.
+	Base *config.Config
+	// Profiles are the rows; nil means DefaultProfiles.
+	Profiles []Profile
+	// Data is what every run writes. Required.
+	Data *Dataset
+	// Dir, if set, keeps the databases in a fresh directory under it (see
+	// CompressionResult.Dir); "" uses a temporary directory, removed after.
+	Dir string
+	// Repeat is the number of runs per profile; each figure is the median.
+	// The default value is 1.
+	Repeat int
+	// Baseline also runs each profile on raw Pebble opened with
+	// engine.PebbleOptions of the same config, interleaved with the Strata
+	// runs, for the "vs Pebble" columns.
+	Baseline bool
+	// Seed chooses the shuffled read order.
+	Seed int64
+	// Progress receives progress; nil is silent.
+	Progress Progress
+}
+
+// Validate checks the options, Dir's writability included, before any work.
+func (o *CompressionOptions) Validate() error {
+	var errs []error
+	if o.Data == nil || o.Data.Len() == 0 {
+		errs = append(errs, errors.New("tune: no data to write"))
+	}
+	if o.Repeat < 0 {
+		errs = append(errs, fmt.Errorf("--repeat %d: must be >= 1", o.Repeat))
+	}
+	base := o.base()
+	for _, p := range o.profiles() {
+		if err := runConfig(base, p.Default, p.Bottommost, "validate").Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("profile %s: %w", p, err))
+		}
+	}
+	if o.Dir != "" {
+		if err := CheckWritableDir(o.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *CompressionOptions) base() *config.Config {
+	if o.Base == nil {
+		return config.Default()
+	}
+	return o.Base
+}
+
+func (o *CompressionOptions) profiles() []Profile {
+	if o.Profiles == nil {
+		p, _ := ParseProfiles(DefaultProfiles)
+		return p
+	}
+	return o.Profiles
+}
+
+func (o *CompressionOptions) repeat() int { return max(o.Repeat, 1) }
+
+// CompressionRow is one profile's figures: each the median over the runs.
+type CompressionRow struct {
+	// Profile is the row's profile as given; Name its effective codecs
+	// ("lz4 / zstd").
+	Profile Profile
+	Name    string
+	// DBSizeBytes and SizeBeforeBytes are the median table bytes on disk
+	// after and before the full compaction.
+	DBSizeBytes, SizeBeforeBytes float64
+	// Ratio is the data's key+value bytes / DBSizeBytes.
+	Ratio float64
+	// WriteMBps, ReadMBps and ScanMBps are the medians, in MiB/s of
+	// key+value bytes.
+	WriteMBps, ReadMBps, ScanMBps float64
+	// CompactSeconds is the median time of the full compaction; WriteAmp
+	// the median write amplification.
+	CompactSeconds, WriteAmp float64
+	// WriteVsPebble, ReadVsPebble and ScanVsPebble are the medians of the
+	// per-run ratios Strata MiB/s / raw Pebble MiB/s; 0 without a baseline.
+	WriteVsPebble, ReadVsPebble, ScanVsPebble float64
+	// Runs are the Strata runs; PebbleRuns the baseline's, in run order.
+	Runs, PebbleRuns []Run
+}
+
+// CompressionResult is the outcome of RunCompression.
+type CompressionResult struct {
+	// Rows holds one row per profile, in the order given.
+	Rows []CompressionRow
+	// Source, Entities and RawBytes describe the data.
+	Source   string
+	Entities int
+	RawBytes int64
+	// Repeat is the number of runs per row; Baseline whether raw Pebble ran.
+	Repeat   int
+	Baseline bool
+	// Dir is the directory holding the kept databases ("" when they were
+	// in a temporary directory): Dir/NN-profile/runK-strata and
+	// runK-pebble.
+	Dir string
+}
+
+// RunCompression measures every profile as described in the package
+// documentation and returns the table's figures. It returns only once every
+// run succeeded: a failed run is an error naming the profile and the run,
+// and no partial result is returned. Without Dir, the temporary databases
+// are removed even on error.
+func RunCompression(ctx context.Context, o CompressionOptions) (res *CompressionResult, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	profiles, base, repeat, data := o.profiles(), o.base(), o.repeat(), o.Data
+	impls := []Implementation{Strata}
+	if o.Baseline {
+		impls = append(impls, Pebble)
+	}
+	wd, err := newWorkDir(o.Dir, "compression")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := wd.cleanup(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+
+	p := orNop(o.Progress)
+	p.Start(int64(len(profiles)*repeat*len(impls)) * runUnits(data.Len()))
+	order := readOrder(data.Len(), o.Seed)
+	rows := make([]CompressionRow, len(profiles))
+	for i, prof := range profiles {
+		rows[i] = CompressionRow{Profile: prof, Name: codecPair(runConfig(base, prof.Default, prof.Bottommost, ""))}
+	}
+	// Repeat-major order, so that a drift of the machine's speed spreads
+	// over every row; with a baseline, Strata and Pebble alternate which
+	// runs first.
+	for rep := range repeat {
+		for i, prof := range profiles {
+			runImpls := impls
+			if rep%2 == 1 && len(impls) == 2 {
+				runImpls = []Implementation{Pebble, Strata}
+			}
+			for _, impl := range runImpls {
+				dir := filepath.Join(wd.path, fmt.Sprintf("%02d-%s", i+1, slug(prof.String())), fmt.Sprintf("run%d-%s", rep+1, impl))
+				p.Describe(fmt.Sprintf("%s run %d/%d %s", rows[i].Name, rep+1, repeat, impl))
+				run, err := measure(ctx, runSpec{
+					impl:     impl,
+					cfg:      runConfig(base, prof.Default, prof.Bottommost, dir),
+					data:     data,
+					order:    order,
+					progress: p,
+				})
+				if err != nil {
+					return nil, fmt.Errorf("profile %s, run %d/%d on %s: %w", prof, rep+1, repeat, impl, err)
+				}
+				if err := wd.done(dir); err != nil {
+					return nil, err
+				}
+				if impl == Strata {
+					rows[i].Runs = append(rows[i].Runs, run)
+				} else {
+					rows[i].PebbleRuns = append(rows[i].PebbleRuns, run)
+				}
+			}
+		}
+	}
+	raw := data.RawBytes()
+	for i := range rows {
+		rows[i].summarize(raw)
+	}
+	res = &CompressionResult{Rows: rows, Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat, Baseline: o.Baseline}
+	if wd.keep {
+		res.Dir = wd.path
+	}
+	return res, nil
+}
+
+// summarize sets the row's medians from its runs.
+func (r *CompressionRow) summarize(raw int64) {
+	r.DBSizeBytes = median(collect(r.Runs, func(x Run) float64 { return float64(x.DBSizeBytes) }))
+	r.SizeBeforeBytes = median(collect(r.Runs, func(x Run) float64 { return float64(x.SizeBeforeBytes) }))
+	if r.DBSizeBytes > 0 {
+		r.Ratio = float64(raw) / r.DBSizeBytes
+	}
+	r.WriteMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
+	r.ReadMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
+	r.ScanMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ScanSeconds) }))
+	r.CompactSeconds = median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
+	r.WriteAmp = median(collect(r.Runs, func(x Run) float64 { return x.WriteAmp }))
+	if len(r.PebbleRuns) == len(r.Runs) && len(r.Runs) > 0 {
+		vs := func(seconds func(Run) float64) float64 {
+			ratios := make([]float64, len(r.Runs))
+			for k := range r.Runs {
+				// Same bytes on both sides: the MiB/s ratio is the inverse time ratio.
+				ratios[k] = seconds(r.PebbleRuns[k]) / seconds(r.Runs[k])
+			}
+			return median(ratios)
+		}
+		r.WriteVsPebble = vs(func(x Run) float64 { return x.WriteSeconds })
+		r.ReadVsPebble = vs(func(x Run) float64 { return x.ReadSeconds })
+		r.ScanVsPebble = vs(func(x Run) float64 { return x.ScanSeconds })
+	}
+}
+
+// Table returns the result as a report.Table: the seed's columns, then
+// Scan, Before compaction, Compact and W-Amp, and with a baseline the
+// "vs Pebble" ratios; the notes define every figure.
+func (res *CompressionResult) Table() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Compression"},
+		{Name: "DB Size", Unit: "MB", Format: "%.1f"},
+		{Name: "Ratio", Format: "%.2fx"},
+		{Name: "Write", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Read", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Scan", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Before compaction", Unit: "MB", Format: "%.1f"},
+		{Name: "Compact", Unit: "s", Format: "%.2f"},
+		{Name: "W-Amp", Format: "%.2f"},
+	}}
+	if res.Baseline {
+		t.Columns = append(t.Columns,
+			report.Column{Name: "Write vs Pebble", Format: "%.2f"},
+			report.Column{Name: "Read vs Pebble", Format: "%.2f"},
+			report.Column{Name: "Scan vs Pebble", Format: "%.2f"},
+		)
+	}
+	lz4 := false
+	for _, r := range res.Rows {
+		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.ScanMBps,
+			r.SizeBeforeBytes / MiB, r.CompactSeconds, r.WriteAmp}
+		if res.Baseline {
+			row = append(row, r.WriteVsPebble, r.ReadVsPebble, r.ScanVsPebble)
+		}
+		t.Rows = append(t.Rows, row)
+		for _, name := range []string{r.Profile.Default, r.Profile.Bottommost} {
+			if c, err := compression.ParseCodec(name); err == nil && c.Algorithm == compression.LZ4 {
+				lz4 = true
+			}
+		}
+	}
+	runs := "one run"
+	if res.Repeat > 1 {
+		runs = fmt.Sprintf("the median of %d runs", res.Repeat)
+	}
+	t.Notes = append(t.Notes,
+		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s.", res.Source, mib(res.RawBytes), runs),
+		"MB = MiB = 1,048,576 bytes. DB Size: the table files (*.sst) on disk after a full compaction (WAL, MANIFEST, OPTIONS not counted); Before compaction: the same after the load's final flush. Ratio = key+value bytes / DB Size.",
+		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
+	)
+	if lz4 {
+		t.Notes = append(t.Notes, "lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec (`tune codecs` measures true LZ4 beside MinLZ).")
+	}
+	if res.Baseline {
+		t.Notes = append(t.Notes, "X vs Pebble = Strata's MB/s / raw Pebble's (pebble.Open with engine.PebbleOptions of the same config), run interleaved in this process; the median of the per-run ratios, > 1 means Strata is faster. Raw Pebble compares each value in place, as its users read; engine.DB.Get returns a copy, whose cost Read vs Pebble includes.")
+		for _, r := range res.Rows {
+			if len(r.Runs) == 0 || len(r.PebbleRuns) == 0 || r.Runs[0].TableCodecs == r.PebbleRuns[0].TableCodecs {
+				continue
+			}
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: after the compaction raw Pebble's tables carry %s, Strata's %s (Pebble moves a lone table down without rewriting it; Strata rewrites it into the level's codec), so Read/Scan vs Pebble compare different codecs.",
+				r.Name, r.PebbleRuns[0].TableCodecs, r.Runs[0].TableCodecs))
+		}
+	}
+	return t
+}

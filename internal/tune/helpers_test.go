@@ -1,0 +1,58 @@
+package tune
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// smallData is the tests' data: a few hundred entities of about 768 bytes.
+func smallData(t testing.TB) *Dataset {
+	t.Helper()
+	d, err := GenerateDataset(300, 768, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// writeJSONL writes lines into a file in a fresh directory.
+func writeJSONL(t testing.TB, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// jsonLines returns n JSON documents.
+func jsonLines(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(`{"id":%d,"name":"user %d","bio":"likes hiking, coffee and long walks by the river number %d"}`, i, i, i%7)
+	}
+	return out
+}
+
+// unwritableDir returns a --dir that cannot be written: a directory with
+// mode 0500 for an ordinary user, or, since root ignores the mode, a path
+// under a regular file, which fails for root too.
+func unwritableDir(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		dir := filepath.Join(t.TempDir(), "ro")
+		if err := os.Mkdir(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+		return dir
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(file, "sub")
+}

@@ -1,0 +1,500 @@
+package tune
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+)
+
+// WriteBatchSize is the number of entities each write batch holds: the
+// measured writes commit batches of 100 puts (NewBatch, Put x 100, Commit),
+// as a bulk load does, on both Strata and raw Pebble.
+const WriteBatchSize = 100
+
+// progressChunk is how many reads or scanned entities pass between two
+// progress reports.
+const progressChunk = 256
+
+// Implementation names the store a run measures.
+type Implementation string
+
+// The implementations a run can measure.
+const (
+	// Strata is engine.Open with the run's config.
+	Strata Implementation = "strata"
+	// Pebble is pebble.Open with engine.PebbleOptions of the same config:
+	// the raw-Pebble baseline with identical settings.
+	Pebble Implementation = "pebble"
+)
+
+// Run holds the figures of one measured run of one configuration.
+type Run struct {
+	// Impl is the store measured.
+	Impl Implementation
+	// Dir is the database directory (removed after the run unless --dir
+	// was given).
+	Dir string
+	// WriteSeconds is the wall time of the batched puts and the final Flush.
+	WriteSeconds float64
+	// SizeBeforeBytes is the table bytes on disk after the flush, before the
+	// full compaction.
+	SizeBeforeBytes int64
+	// CompactSeconds is the wall time of the full compaction.
+	CompactSeconds float64
+	// DBSizeBytes is the table bytes on disk after the full compaction,
+	// measured once the database is closed (Close waits for obsolete tables
+	// to be deleted), so it is what a listing of the directory shows.
+	DBSizeBytes int64
+	// WriteAmp is engine Metrics().WriteAmp after the compaction (Strata
+	// only; 0 for Pebble).
+	WriteAmp float64
+	// TableCodecs lists the codecs the tables carry after the compaction,
+	// with counts ("ZSTD:1").
+	TableCodecs string
+	// ReadSeconds is the wall time of one Get of every key, in a shuffled
+	// order, after a reopen.
+	ReadSeconds float64
+	// AbsentReads is the number of reads of absent keys (0 unless asked
+	// for) and AbsentSeconds their wall time.
+	AbsentReads   int
+	AbsentSeconds float64
+	// ScanSeconds is the wall time of one forward scan over every key,
+	// after the reads.
+	ScanSeconds float64
+}
+
+// runSpec describes one run.
+type runSpec struct {
+	impl  Implementation
+	cfg   *config.Config // db_path is the run's fresh directory
+	data  *Dataset
+	order []int // read order, a permutation of the entity indexes
+	// absent adds, after the reads, one read of an absent key next to each
+	// present key (the key with a 0x00 byte appended), in the same order.
+	absent   bool
+	progress Progress
+}
+
+// runUnits is the progress units of a run over n entities: each entity is
+// written, read and scanned.
+func runUnits(n int) int64 { return 3 * int64(n) }
+
+// store is what a run does to a database; strataStore and pebbleStore
+// implement it, so both run through the same measuring code.
+type store interface {
+	commit(keys, values [][]byte) error
+	flush() error
+	compact(first, last []byte) error
+	// get reads key and checks its value equals want.
+	get(key, want []byte) error
+	// getAbsent reads key and checks it is absent.
+	getAbsent(key []byte) error
+	scan(fn func(k, v []byte) error) error
+	writeAmp() (float64, error)
+	tableCodecs() (map[string]int, error)
+	close() error
+}
+
+// errMismatch reports a read that did not return what was written.
+var errMismatch = errors.New("tune: read back a different value")
+
+type strataStore struct{ db *engine.DB }
+
+func openStrata(cfg *config.Config) (store, error) {
+	db, err := engine.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &strataStore{db: db}, nil
+}
+
+func (s *strataStore) commit(keys, values [][]byte) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for i := range keys {
+		if err := b.Put(keys[i], values[i]); err != nil {
+			return err
+		}
+	}
+	return b.Commit()
+}
+
+func (s *strataStore) flush() error { return s.db.Flush() }
+
+func (s *strataStore) compact(_, _ []byte) error { return s.db.CompactAll() }
+
+// get compares the value in place through engine.DB.View, as the Pebble
+// side does: neither copies the value.
+func (s *strataStore) get(key, want []byte) error {
+	return s.db.View(key, func(v []byte) error {
+		if !bytes.Equal(v, want) {
+			return mismatch(key, v, want)
+		}
+		return nil
+	})
+}
+
+func (s *strataStore) getAbsent(key []byte) error {
+	err := s.db.View(key, func([]byte) error { return nil })
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("%w: key %q was never written but is present", errMismatch, key)
+	}
+	return err
+}
+
+func (s *strataStore) scan(fn func(k, v []byte) error) error {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+func (s *strataStore) writeAmp() (float64, error) {
+	m, err := s.db.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	return m.WriteAmp, nil
+}
+
+func (s *strataStore) tableCodecs() (map[string]int, error) {
+	tables, err := s.db.Tables()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, t := range tables {
+		out[t.Codec]++
+	}
+	return out, nil
+}
+
+func (s *strataStore) close() error { return s.db.Close() }
+
+// pebbleStore is raw Pebble opened with engine.PebbleOptions of the run's
+// config: the same options Strata opens Pebble with, without Strata's
+// wrapping (WAL accounting, OPTIONS file, codec rewrites).
+type pebbleStore struct {
+	db *pebble.DB
+	wo *pebble.WriteOptions
+}
+
+func openPebble(cfg *config.Config) (store, error) {
+	opts, err := engine.PebbleOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = silentLogger{}
+	opts.WithFSDefaults()
+	db, err := pebble.Open(cfg.DBPath, opts)
+	opts.Cache.Unref()
+	if err != nil {
+		return nil, fmt.Errorf("pebble: open %s: %w", cfg.DBPath, err)
+	}
+	wo := pebble.NoSync
+	if cfg.Sync {
+		wo = pebble.Sync
+	}
+	return &pebbleStore{db: db, wo: wo}, nil
+}
+
+func (p *pebbleStore) commit(keys, values [][]byte) error {
+	b := p.db.NewBatch()
+	defer b.Close()
+	for i := range keys {
+		if err := b.Set(keys[i], values[i], nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(p.wo)
+}
+
+func (p *pebbleStore) flush() error { return p.db.Flush() }
+
+// compact compacts the whole key space, as engine's CompactAll asks Pebble
+// to; Pebble then moves a lone table down without rewriting it, so the
+// tables may keep their L0 codec (see Run.TableCodecs).
+func (p *pebbleStore) compact(first, last []byte) error {
+	return p.db.Compact(context.Background(), first, append(bytes.Clone(last), 0), true)
+}
+
+// get compares the value in place, before releasing it, as a Pebble user
+// would and as the Strata side does through engine.DB.View.
+func (p *pebbleStore) get(key, want []byte) error {
+	v, closer, err := p.db.Get(key)
+	if err != nil {
+		return err
+	}
+	var merr error
+	if !bytes.Equal(v, want) {
+		merr = mismatch(key, v, want)
+	}
+	return errors.Join(merr, closer.Close())
+}
+
+func (p *pebbleStore) getAbsent(key []byte) error {
+	_, closer, err := p.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		_ = closer.Close()
+		return fmt.Errorf("%w: key %q was never written but is present", errMismatch, key)
+	}
+	return err
+}
+
+func (p *pebbleStore) scan(fn func(k, v []byte) error) error {
+	it, err := p.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+func (p *pebbleStore) writeAmp() (float64, error) { return 0, nil }
+
+func (p *pebbleStore) tableCodecs() (map[string]int, error) {
+	levels, err := p.db.SSTables(pebble.WithProperties())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, tables := range levels {
+		for _, t := range tables {
+			name := "unknown"
+			if t.Properties != nil {
+				name = t.Properties.CompressionName
+			}
+			out[name]++
+		}
+	}
+	return out, nil
+}
+
+func (p *pebbleStore) close() error { return p.db.Close() }
+
+// silentLogger drops Pebble's log lines, as a Strata database opened
+// without a Logger does.
+type silentLogger struct{}
+
+func (silentLogger) Infof(string, ...any)  {}
+func (silentLogger) Errorf(string, ...any) {}
+
+// Fatalf is called by Pebble only on a broken internal invariant; Pebble
+// does not expect it to return.
+func (silentLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+func mismatch(key, got, want []byte) error {
+	return fmt.Errorf("%w: key %q: got %d bytes %q, wrote %d bytes %q", errMismatch, key, len(got), clip(got), len(want), clip(want))
+}
+
+func clip(b []byte) []byte {
+	if len(b) > 40 {
+		return append(bytes.Clone(b[:40]), "..."...)
+	}
+	return b
+}
+
+// formatCodecs renders codec counts as "MinLZ:1,ZSTD:2", sorted by name.
+func formatCodecs(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s:%d", name, counts[name])
+	}
+	return strings.Join(parts, ",")
+}
+
+// settle collects the garbage of earlier phases and runs, so that it is not
+// collected inside the next timed phase.
+func settle() { runtime.GC() }
+
+// measure performs one run in spec.cfg.DBPath, which must not exist yet:
+//
+//  1. open; write every entity in batches of WriteBatchSize; Flush. The
+//     wall time of the puts and the Flush is WriteSeconds.
+//  2. SizeBeforeBytes: the *.sst bytes on disk.
+//  3. full compaction (CompactAll; raw Pebble: Compact over the key span),
+//     timed; write amplification and the tables' codecs from the store.
+//  4. Close; DBSizeBytes: the *.sst bytes on disk.
+//  5. reopen (a new, cold block cache; the OS page cache stays warm, as
+//     the files were just written); Get every key once in spec.order,
+//     checking each value (a mismatch is an error); the wall time is
+//     ReadSeconds. With spec.absent, then one read of an absent key per
+//     present key, timed as AbsentSeconds.
+//  6. one forward scan, checking every key and value in order, timed as
+//     ScanSeconds; Close.
+//
+// Before each timed phase the Go garbage collector runs (settle).
+func measure(ctx context.Context, spec runSpec) (run Run, err error) {
+	open := openStrata
+	if spec.impl == Pebble {
+		open = openPebble
+	}
+	d, cfg, p := spec.data, spec.cfg, orNop(spec.progress)
+	run = Run{Impl: spec.impl, Dir: cfg.DBPath}
+	if d.Len() == 0 {
+		return run, errors.New("tune: no entities to write")
+	}
+	sorted := d.scanOrder()
+	if _, err := os.Stat(cfg.DBPath); err == nil {
+		return run, fmt.Errorf("tune: run directory %s exists already", cfg.DBPath)
+	}
+	s, err := open(cfg)
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		if s != nil {
+			if cerr := s.close(); err == nil {
+				err = cerr
+			}
+		}
+	}()
+
+	// 1. Write.
+	settle()
+	began := time.Now()
+	for lo := 0; lo < d.Len(); lo += WriteBatchSize {
+		if err := ctx.Err(); err != nil {
+			return run, err
+		}
+		hi := min(lo+WriteBatchSize, d.Len())
+		if err := s.commit(d.Keys[lo:hi], d.Values[lo:hi]); err != nil {
+			return run, fmt.Errorf("write %s..%s: %w", d.Keys[lo], d.Keys[hi-1], err)
+		}
+		p.Add(int64(hi - lo))
+	}
+	if err := s.flush(); err != nil {
+		return run, fmt.Errorf("flush: %w", err)
+	}
+	run.WriteSeconds = time.Since(began).Seconds()
+
+	// 2. Size before the compaction.
+	if run.SizeBeforeBytes, err = TableBytes(cfg.DBPath); err != nil {
+		return run, err
+	}
+
+	// 3. Compaction.
+	began = time.Now()
+	if err := s.compact(d.Keys[sorted[0]], d.Keys[sorted[len(sorted)-1]]); err != nil {
+		return run, fmt.Errorf("compaction: %w", err)
+	}
+	run.CompactSeconds = time.Since(began).Seconds()
+	if run.WriteAmp, err = s.writeAmp(); err != nil {
+		return run, err
+	}
+	codecs, err := s.tableCodecs()
+	if err != nil {
+		return run, err
+	}
+	run.TableCodecs = formatCodecs(codecs)
+
+	// 4. Size after the compaction, once closed.
+	err, s = s.close(), nil
+	if err != nil {
+		return run, err
+	}
+	if run.DBSizeBytes, err = TableBytes(cfg.DBPath); err != nil {
+		return run, err
+	}
+
+	// 5. Point reads after a reopen.
+	if s, err = open(cfg); err != nil {
+		return run, fmt.Errorf("reopen: %w", err)
+	}
+	settle()
+	began = time.Now()
+	for n, i := range spec.order {
+		if err := s.get(d.Keys[i], d.Values[i]); err != nil {
+			return run, fmt.Errorf("read %s: %w", d.Keys[i], err)
+		}
+		if (n+1)%progressChunk == 0 {
+			p.Add(progressChunk)
+			if err := ctx.Err(); err != nil {
+				return run, err
+			}
+		}
+	}
+	run.ReadSeconds = time.Since(began).Seconds()
+	p.Add(int64(len(spec.order) % progressChunk))
+	if spec.absent {
+		absent := make([][]byte, len(spec.order))
+		for n, i := range spec.order {
+			absent[n] = append(bytes.Clone(d.Keys[i]), 0)
+		}
+		settle()
+		began = time.Now()
+		for _, k := range absent {
+			if err := s.getAbsent(k); err != nil {
+				return run, fmt.Errorf("read of absent key %q: %w", k, err)
+			}
+		}
+		run.AbsentSeconds = time.Since(began).Seconds()
+		run.AbsentReads = len(absent)
+	}
+
+	// 6. Scan.
+	settle()
+	began = time.Now()
+	n := 0
+	err = s.scan(func(k, v []byte) error {
+		if n >= d.Len() {
+			return fmt.Errorf("%w: scan found key %q after the last key written", errMismatch, k)
+		}
+		i := sorted[n]
+		if !bytes.Equal(k, d.Keys[i]) {
+			return fmt.Errorf("%w: scan found key %q where %q was written", errMismatch, k, d.Keys[i])
+		}
+		if !bytes.Equal(v, d.Values[i]) {
+			return mismatch(k, v, d.Values[i])
+		}
+		n++
+		if n%progressChunk == 0 {
+			p.Add(progressChunk)
+		}
+		return nil
+	})
+	run.ScanSeconds = time.Since(began).Seconds()
+	if err != nil {
+		return run, fmt.Errorf("scan: %w", err)
+	}
+	if n != d.Len() {
+		return run, fmt.Errorf("%w: scan found %d keys, %d were written", errMismatch, n, d.Len())
+	}
+	p.Add(int64(n % progressChunk))
+	return run, nil
+}
