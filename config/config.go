@@ -151,6 +151,13 @@ type Config struct {
 	// default value is false.
 	UseDirectIOForFlushAndCompaction bool `toml:"use_direct_io_for_flush_and_compaction" yaml:"use_direct_io_for_flush_and_compaction" json:"use_direct_io_for_flush_and_compaction"`
 
+	// DirectIOFallback makes Open use buffered I/O, instead of failing, for
+	// a table directory whose filesystem refuses O_DIRECT (tmpfs, some
+	// overlay or FUSE setups) while use_direct_reads or
+	// use_direct_io_for_flush_and_compaction is set; the fallback is reported
+	// in Stats and one log line. The default value is false.
+	DirectIOFallback bool `toml:"direct_io_fallback" yaml:"direct_io_fallback" json:"direct_io_fallback"`
+
 	// EnableWAL writes every batch to the write-ahead log first. false disables
 	// the WAL for the whole database (Pebble's DisableWAL): unflushed writes are
 	// lost in a crash. The default value is true.

@@ -57,6 +57,7 @@ func allChanged() *Config {
 		MaxBytesForLevelBaseMB:           1024,
 		UseDirectReads:                   true,
 		UseDirectIOForFlushAndCompaction: true,
+		DirectIOFallback:                 true,
 		EnableWAL:                        false,
 		Sync:                             false,
 		MaxBackgroundJobs:                8,

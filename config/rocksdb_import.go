@@ -557,6 +557,8 @@ func (imp *importer) strataComment(body string) error {
 			return fmt.Errorf("strata: %s=%s: expected a number", key, clip(value))
 		}
 		c.HighPriPoolRatio = f
+	case "direct_io_fallback":
+		return parseBool("strata: "+key, value, &c.DirectIOFallback)
 	case "enable_wal":
 		return parseBool("strata: "+key, value, &c.EnableWAL)
 	case "sync":

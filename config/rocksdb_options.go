@@ -109,6 +109,7 @@ func (c *Config) RocksDBOptions() string {
 	w.key("wal_dir", escapeValue(c.WALDir, rocksDBSpecial))
 	w.key("use_direct_reads", strconv.FormatBool(c.UseDirectReads))
 	w.key("use_direct_io_for_flush_and_compaction", strconv.FormatBool(c.UseDirectIOForFlushAndCompaction))
+	w.strata("direct_io_fallback", strconv.FormatBool(c.DirectIOFallback))
 	w.key("max_background_jobs", strconv.Itoa(c.MaxBackgroundJobs))
 	w.key("create_if_missing", "true")
 	w.comment("enable_wal and sync are per-write options in RocksDB (WriteOptions::disableWAL, ::sync)")

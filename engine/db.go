@@ -29,6 +29,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/directio"
 	"github.com/stratadb/strata/wal"
 )
 
@@ -59,11 +60,13 @@ type Options struct {
 
 // DB is an open Strata database. It is safe for concurrent use.
 type DB struct {
-	cfg    *config.Config
-	pdb    *pebble.DB
-	popts  *pebble.Options
-	fs     vfs.FS
-	walFS  *wal.CountingFS
+	cfg   *config.Config
+	pdb   *pebble.DB
+	popts *pebble.Options
+	fs    vfs.FS
+	walFS *wal.CountingFS
+	// dio is the direct I/O layer, nil unless a use_direct_* option is set.
+	dio    *directio.FS
 	logger Logger
 	wo     *pebble.WriteOptions
 	notes  []config.Note
@@ -119,7 +122,11 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	for l := range db.codecs {
 		db.codecs[l], _ = cfg.LevelCodec(l) // validated above
 	}
-	db.walFS = wal.NewCountingFS(fs, !cfg.EnableWAL)
+	tableFS, err := db.directIO(fs, o.FS == nil)
+	if err != nil {
+		return nil, err
+	}
+	db.walFS = wal.NewCountingFS(tableFS, !cfg.EnableWAL)
 	popts.FS = db.walFS
 	popts.Logger = pebbleLogger{o.Logger}
 	popts.EventListener = db.eventListener(o.EventListener)

@@ -360,8 +360,6 @@ func TestOpenRejects(t *testing.T) {
 		key    string
 	}{
 		{"universal", func(c *config.Config) { c.UseUniversalCompaction = true }, ErrCannotDeliver, "use_universal_compaction"},
-		{"direct reads", func(c *config.Config) { c.UseDirectReads = true }, ErrNotSupportedYet, "use_direct_reads"},
-		{"direct writes", func(c *config.Config) { c.UseDirectIOForFlushAndCompaction = true }, ErrNotSupportedYet, "use_direct_io_for_flush_and_compaction"},
 		{"two db_paths", func(c *config.Config) {
 			c.DBPaths = []config.DBPath{{Path: c.DBPath, TargetSizeBytes: 1 << 30}, {Path: c.DBPath + "-cold", TargetSizeBytes: 1 << 30}}
 		}, ErrNotSupportedYet, "db_paths"},

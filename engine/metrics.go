@@ -35,6 +35,7 @@ type Metrics struct {
 	Stalls     StallMetrics
 	Compaction CompactionMetrics
 	Rewrites   RewriteMetrics
+	DirectIO   DirectIOMetrics
 
 	// MemTableBytes and MemTableCount describe the memtables in memory.
 	MemTableBytes uint64
@@ -177,6 +178,7 @@ func (db *DB) Metrics() (*Metrics, error) {
 		Flushes: pm.Flush.Count, FlushesInProgress: pm.Flush.NumInProgress,
 	}
 	m.Rewrites = db.rewrite.load()
+	m.DirectIO = db.directIOMetrics()
 	m.MemTableBytes, m.MemTableCount = pm.MemTable.Size, pm.MemTable.Count
 	m.OpenSnapshots = db.openSnapshots.Load()
 	return m, nil

@@ -26,12 +26,6 @@ func checkDeliverable(cfg *config.Config) error {
 	if cfg.UseUniversalCompaction {
 		errs = append(errs, fmt.Errorf("%w: use_universal_compaction = true: Pebble has only leveled compaction; set use_universal_compaction = false (leveled, with dynamic level sizes)", ErrCannotDeliver))
 	}
-	if cfg.UseDirectReads {
-		errs = append(errs, fmt.Errorf("%w: use_direct_reads = true: direct I/O is not built yet; set it to false", ErrNotSupportedYet))
-	}
-	if cfg.UseDirectIOForFlushAndCompaction {
-		errs = append(errs, fmt.Errorf("%w: use_direct_io_for_flush_and_compaction = true: direct I/O is not built yet; set it to false", ErrNotSupportedYet))
-	}
 	if len(cfg.DBPaths) > 1 {
 		errs = append(errs, fmt.Errorf("%w: db_paths has %d entries: the tiered layout is not built yet; list at most one path, equal to db_path", ErrNotSupportedYet, len(cfg.DBPaths)))
 	} else if len(cfg.DBPaths) == 1 && !samePath(cfg.DBPaths[0].Path, cfg.DBPath) {

@@ -32,13 +32,15 @@ var (
 	descFlushes       = prometheus.NewDesc("strata_flushes_total", "Memtable flushes.", nil, nil)
 	descRewrites      = prometheus.NewDesc("strata_codec_rewrites_total", "Tables rewritten into their level's codec.", nil, nil)
 	descDiskUsage     = prometheus.NewDesc("strata_disk_usage_bytes", "Bytes used on disk by tables, WAL and metadata.", nil, nil)
+	descDirectReads   = prometheus.NewDesc("strata_direct_read_bytes_total", "Bytes read from table files with O_DIRECT.", nil, nil)
+	descDirectWrites  = prometheus.NewDesc("strata_direct_write_bytes_total", "Bytes written to table files with O_DIRECT.", nil, nil)
 	descOpenSnapshots = prometheus.NewDesc("strata_open_snapshots", "Snapshots not yet closed.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLevelTables, descLevelBytes, descLevelCodec, descWriteAmp, descCacheHits,
 		descCacheMisses, descCacheBytes, descFilterHits, descFilterMisses, descWALBytes, descWALSyncs, descStalls,
-		descStallSeconds, descCompactions, descDebt, descFlushes, descRewrites, descDiskUsage, descOpenSnapshots} {
+		descStallSeconds, descCompactions, descDebt, descFlushes, descRewrites, descDiskUsage, descOpenSnapshots, descDirectReads, descDirectWrites} {
 		ch <- d
 	}
 }
@@ -79,4 +81,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRewrites, float64(m.Rewrites.Tables))
 	gauge(descDiskUsage, float64(m.DiskUsageBytes))
 	gauge(descOpenSnapshots, float64(m.OpenSnapshots))
+	counter(descDirectReads, float64(m.DirectIO.DirectReadBytes))
+	counter(descDirectWrites, float64(m.DirectIO.DirectWriteBytes))
 }

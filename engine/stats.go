@@ -64,6 +64,16 @@ func (db *DB) Stats() (string, error) {
 		m.Compaction.Flushes, m.Compaction.FlushesInProgress)
 	fmt.Fprintf(&b, "Codec rewrites: %d tables (%.2f MB -> %.2f MB), %d skipped (snapshots open), %d failed\n",
 		m.Rewrites.Tables, mb(int64(m.Rewrites.BytesIn)), mb(int64(m.Rewrites.BytesOut)), m.Rewrites.Skipped, m.Rewrites.Failed)
+	if d := m.DirectIO; d.Reads || d.Writes {
+		fmt.Fprintf(&b, "Direct I/O: reads %v, flush/compaction writes %v; %d direct reads (%.2f MB), %d direct writes (%.2f MB)",
+			d.Reads, d.Writes, d.DirectReads, mb(d.DirectReadBytes), d.DirectWrites, mb(d.DirectWriteBytes))
+		if len(d.FallbackPaths) > 0 {
+			fmt.Fprintf(&b, "; buffered fallback in %s", strings.Join(d.FallbackPaths, ", "))
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("Direct I/O: off (buffered reads and writes)\n")
+	}
 	fmt.Fprintf(&b, "Memtables: %d, %.2f MB; open snapshots: %d; disk usage %.2f MB\n", m.MemTableCount, mb(int64(m.MemTableBytes)), m.OpenSnapshots, mb(int64(m.DiskUsageBytes)))
 	if len(m.NotApplicable) > 0 {
 		b.WriteString("Settings without effect on Pebble:\n")

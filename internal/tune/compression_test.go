@@ -278,7 +278,7 @@ func TestCompressionFailsWhole(t *testing.T) {
 	// A base config the engine refuses: the run fails, naming the profile,
 	// and no partial result comes back.
 	base := config.Default()
-	base.UseDirectReads = true
+	base.UseUniversalCompaction = true
 	profiles, _ := ParseProfiles("none/none,lz4/zstd")
 	res, err := RunCompression(context.Background(), CompressionOptions{Data: smallData(t), Profiles: profiles, Base: base})
 	if err == nil || res != nil || !strings.Contains(err.Error(), "profile none/none, run 1/1 on strata") {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/report"
@@ -389,20 +388,6 @@ func (f *ProbeFigures) addMetrics(before, after *engine.Metrics) {
 	}
 }
 
-// directIOAvailable reports whether Strata delivers
-// use_direct_io_for_flush_and_compaction: Open on an empty in-memory file
-// system does not reject it as not supported yet.
-func directIOAvailable() bool {
-	cfg := config.Default()
-	cfg.DBPath = "/directio-probe"
-	cfg.UseDirectIOForFlushAndCompaction = true
-	db, err := engine.OpenWithOptions(cfg, engine.Options{FS: vfs.NewMem()})
-	if err == nil {
-		_ = db.Close()
-	}
-	return !errors.Is(err, engine.ErrNotSupportedYet)
-}
-
 // findings turns the seed's troubleshooting section into findings:
 //
 //  1. slow point lookups, while tables sit in L0-L5 (Pebble's Get never
@@ -465,10 +450,8 @@ func findings(cfg *config.Config, m *engine.Metrics, f *DoctorFigures) []Finding
 			why = append(why, fmt.Sprintf("%d L0 tables (>= %d)", f.L0Tables, L0TablesHigh))
 		}
 		try := fmt.Sprint(min(2*cfg.MaxBackgroundJobs, 256))
-		if directIOAvailable() {
+		if !cfg.UseDirectIOForFlushAndCompaction {
 			try += "; also try use_direct_io_for_flush_and_compaction = true"
-		} else {
-			try += " (the seed's other remedy, use_direct_io_for_flush_and_compaction, waits for Strata's direct I/O)"
 		}
 		out = append(out, Finding{
 			Finding: "flushes and compactions fall behind the writes",

@@ -1,0 +1,5 @@
+//go:build !race
+
+package directio
+
+const raceEnabled = false

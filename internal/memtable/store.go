@@ -1,0 +1,119 @@
+package memtable
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc"
+)
+
+// measureStore builds a whole store, as etcd's overall memory table: N keys
+// times versions Puts of ValueSize-byte values, round-robin, into an
+// mvcc.Store on an on-disk engine with sync off, then reads the process's
+// resident set. Values go to disk; what stays resident is the index, the
+// engine's memtables and block cache, and the Go runtime.
+func measureStore(req Request) (Row, error) {
+	cfg := config.Default()
+	cfg.DBPath = req.Dir
+	if req.MemtableSizeMB > 0 {
+		cfg.MemtableSizeMB = req.MemtableSizeMB
+	}
+	if req.BlockCacheSizeMB > 0 {
+		cfg.BlockCacheSizeMB = req.BlockCacheSizeMB
+	}
+	db, err := engine.Open(cfg)
+	if err != nil {
+		return Row{}, err
+	}
+	defer db.Close()
+	s, err := mvcc.Open(db, mvcc.Options{})
+	if err != nil {
+		return Row{}, err
+	}
+	defer s.Close()
+
+	g := keyGen{rand.New(rand.NewPCG(uint64(req.Keys), uint64(req.KeySize)))}
+	keys := make([][]byte, req.Keys)
+	value := make([]byte, req.ValueSize)
+	vr := rand.New(rand.NewPCG(1, 2))
+	var before, built, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	for i := range keys {
+		keys[i] = g.key(i, req.KeySize)
+	}
+	for range req.Versions {
+		for _, k := range keys {
+			for j := 0; j+8 <= len(value); j += 8 {
+				v := vr.Uint64()
+				for b := range 8 {
+					value[j+b] = byte(v >> (8 * b))
+				}
+			}
+			if _, err := s.Put(k, value); err != nil {
+				return Row{}, err
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&built)
+	clear(keys)
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	rss, err := vmRSS()
+	if err != nil {
+		return Row{}, err
+	}
+	runtime.KeepAlive(keys)
+	return Row{
+		Kind:            "store",
+		Keys:            req.Keys,
+		Versions:        req.Versions,
+		KeySize:         req.KeySize,
+		ValueSize:       req.ValueSize,
+		TotalAllocBytes: int64(built.TotalAlloc - before.TotalAlloc),
+		LiveHeapBytes:   int64(after.HeapAlloc) - int64(before.HeapAlloc),
+		RSSBytes:        rss,
+		BuildSeconds:    elapsed.Seconds(),
+	}, nil
+}
+
+// vmRSS reads the resident set size of this process from /proc/self/status.
+func vmRSS() (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("memtable: RSS needs /proc (Linux): %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte("VmRSS:")) {
+			continue
+		}
+		fields := bytes.Fields(line[len("VmRSS:"):])
+		if len(fields) != 2 || string(fields[1]) != "kB" {
+			return 0, fmt.Errorf("memtable: unexpected line %q in /proc/self/status", line)
+		}
+		kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("memtable: %q: %w", line, err)
+		}
+		return kb << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("memtable: no VmRSS in /proc/self/status")
+}

@@ -1,0 +1,198 @@
+package mvcc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/stratadb/strata/mvcc/keyindex"
+)
+
+// The engine's key space, all owned by the Store:
+//
+//	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)  ->  record
+//	'm' name                                                ->  8-byte big-endian int64
+//
+// Revision keys sort by revision, so writes append at the end of the key
+// space and the LSM writes them sequentially; a scan of 'r' replays history.
+const (
+	revPrefix  = 'r'
+	metaPrefix = 'm'
+	revKeyLen  = 17
+)
+
+// Metadata keys, written in the same batch as the data they describe.
+var (
+	// metaRev holds the current revision, written by every write txn, so a
+	// revision is never reused even when compaction deleted its keys.
+	metaRev = []byte("m/current_rev")
+	// metaCompactScheduled holds the revision of the last compaction
+	// begun, written in the batch of its first deletions.
+	metaCompactScheduled = []byte("m/compact_scheduled_rev")
+	// metaCompactFinished holds the revision of the last compaction
+	// finished, written in the batch of its last deletions. Open finishes
+	// a compaction scheduled but not finished.
+	metaCompactFinished = []byte("m/compact_finished_rev")
+)
+
+// revKey returns the engine key of revision r.
+func revKey(r keyindex.Revision) []byte {
+	return appendRevKey(make([]byte, 0, revKeyLen), r)
+}
+
+func appendRevKey(b []byte, r keyindex.Revision) []byte {
+	b = append(b, revPrefix)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Main))
+	return binary.BigEndian.AppendUint64(b, uint64(r.Sub))
+}
+
+// decodeRevKey parses a revision key.
+func decodeRevKey(k []byte) (keyindex.Revision, error) {
+	if len(k) != revKeyLen || k[0] != revPrefix {
+		return keyindex.Revision{}, fmt.Errorf("%w: revision key %x", ErrCorrupt, k)
+	}
+	r := keyindex.Revision{
+		Main: int64(binary.BigEndian.Uint64(k[1:9])),
+		Sub:  int64(binary.BigEndian.Uint64(k[9:17])),
+	}
+	if r.Main < 1 || r.Main > keyindex.MaxMain || r.Sub < 0 {
+		return keyindex.Revision{}, fmt.Errorf("%w: revision key %x: revision out of range", ErrCorrupt, k)
+	}
+	return r, nil
+}
+
+func encodeInt64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+func decodeInt64(name []byte, b []byte) (int64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%w: %s: %d bytes, want 8", ErrCorrupt, name, len(b))
+	}
+	v := int64(binary.BigEndian.Uint64(b))
+	if v < 0 || v > keyindex.MaxMain {
+		return 0, fmt.Errorf("%w: %s = %d out of range", ErrCorrupt, name, v)
+	}
+	return v, nil
+}
+
+// record is the value stored under a revision key: etcd's mvccpb.KeyValue
+// with a tombstone flag, in a compact binary form:
+//
+//	format   1 byte, recordFormat
+//	flags    1 byte, bit 0: tombstone; the others are zero
+//	keyLen   uvarint, then the key
+//	create   uvarint create_revision (0 for a tombstone)
+//	mod      uvarint mod_revision (the revision key's main revision)
+//	version  uvarint version (0 for a tombstone)
+//	value    the rest (empty for a tombstone)
+//
+// Every uvarint is minimally encoded, so a record has exactly one encoding
+// and decode(encode(r)) == r, encode(decode(b)) == b.
+type record struct {
+	key, value  []byte
+	create, mod int64
+	version     int64
+	tomb        bool
+}
+
+const (
+	recordFormat = 1
+	flagTomb     = 1
+)
+
+func appendRecord(b []byte, r *record) []byte {
+	var flags byte
+	if r.tomb {
+		flags |= flagTomb
+	}
+	b = append(b, recordFormat, flags)
+	b = binary.AppendUvarint(b, uint64(len(r.key)))
+	b = append(b, r.key...)
+	b = binary.AppendUvarint(b, uint64(r.create))
+	b = binary.AppendUvarint(b, uint64(r.mod))
+	b = binary.AppendUvarint(b, uint64(r.version))
+	return append(b, r.value...)
+}
+
+// decodeRecord parses a record; key and value alias b. It accepts exactly
+// the records appendRecord produces for valid input and reports anything
+// else as ErrCorrupt.
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < 2 {
+		return r, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(b))
+	}
+	if b[0] != recordFormat {
+		return r, fmt.Errorf("%w: record format %d, want %d", ErrCorrupt, b[0], recordFormat)
+	}
+	if b[1]&^flagTomb != 0 {
+		return r, fmt.Errorf("%w: record flags %#x", ErrCorrupt, b[1])
+	}
+	r.tomb = b[1]&flagTomb != 0
+	b = b[2:]
+	keyLen, b, err := uvarint(b, "key length", keyindex.MaxKeySize)
+	if err != nil {
+		return r, err
+	}
+	if keyLen == 0 || uint64(len(b)) < keyLen {
+		return r, fmt.Errorf("%w: record key length %d with %d bytes left", ErrCorrupt, keyLen, len(b))
+	}
+	r.key, b = b[:keyLen:keyLen], b[keyLen:]
+	var create, mod, version uint64
+	if create, b, err = uvarint(b, "create_revision", keyindex.MaxMain); err != nil {
+		return r, err
+	}
+	if mod, b, err = uvarint(b, "mod_revision", keyindex.MaxMain); err != nil {
+		return r, err
+	}
+	if version, b, err = uvarint(b, "version", keyindex.MaxMain); err != nil {
+		return r, err
+	}
+	r.create, r.mod, r.version = int64(create), int64(mod), int64(version)
+	r.value = b[:len(b):len(b)]
+	if len(r.value) > MaxValueSize {
+		return r, fmt.Errorf("%w: record value of %d bytes", ErrCorrupt, len(r.value))
+	}
+	if r.mod < 1 {
+		return r, fmt.Errorf("%w: record mod_revision %d", ErrCorrupt, r.mod)
+	}
+	if r.tomb {
+		if r.create != 0 || r.version != 0 || len(r.value) != 0 {
+			return r, fmt.Errorf("%w: tombstone with create_revision %d, version %d, %d value bytes", ErrCorrupt, r.create, r.version, len(r.value))
+		}
+	} else if r.create < 1 || r.create > r.mod || r.version < 1 || r.version > r.mod-r.create+1 {
+		return r, fmt.Errorf("%w: record create_revision %d, mod_revision %d, version %d", ErrCorrupt, r.create, r.mod, r.version)
+	}
+	if len(r.value) == 0 {
+		r.value = nil
+	}
+	return r, nil
+}
+
+// uvarint reads a minimally encoded uvarint of at most limit.
+func uvarint(b []byte, what string, limit uint64) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("%w: record %s: bad varint", ErrCorrupt, what)
+	}
+	if n != uvarintLen(v) {
+		return 0, nil, fmt.Errorf("%w: record %s: varint not minimal", ErrCorrupt, what)
+	}
+	if v > limit || v > math.MaxInt64 {
+		return 0, nil, fmt.Errorf("%w: record %s %d exceeds %d", ErrCorrupt, what, v, limit)
+	}
+	return v, b[n:], nil
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// kv converts a record into the KeyValue it describes.
+func (r *record) kv() KeyValue {
+	return KeyValue{Key: r.key, Value: r.value, CreateRevision: r.create, ModRevision: r.mod, Version: r.version}
+}

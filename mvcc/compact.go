@@ -1,0 +1,143 @@
+package mvcc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/stratadb/strata/mvcc/keyindex"
+)
+
+// Compact drops the history below rev: afterwards a read at a revision
+// below rev fails with ErrCompacted, and a read at rev or later sees what it
+// saw before. Each key keeps its latest version at or below rev (unless
+// that is a deletion) and everything after. The dropped revisions are
+// deleted from storage and from the index, so both disk space and index
+// memory are returned.
+//
+// Compact is durable in steps: the first engine batch records "compaction
+// scheduled at rev" together with the first deletions; the last records
+// "finished". If the store crashes in between, Open finishes the
+// compaction. Reads and writes go on while Compact deletes; only
+// planning it holds writers up. If a deletion batch fails, Compact returns
+// the error and the next Compact (or Open) finishes the deletions.
+func (s *Store) Compact(rev int64) error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.leftover != nil {
+		if err := s.runCompaction(s.leftover); err != nil {
+			return err
+		}
+	}
+
+	s.writeMu.Lock()
+	if s.failed != nil {
+		s.writeMu.Unlock()
+		return s.failed
+	}
+	cur, compacted := s.rev, s.compactRev
+	if rev <= compacted {
+		s.writeMu.Unlock()
+		return fmt.Errorf("%w: compact at %d, already compacted at %d", ErrCompacted, rev, compacted)
+	}
+	if rev > cur {
+		s.writeMu.Unlock()
+		return fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur)
+	}
+	job := s.planCompaction(rev)
+	// The first batch schedules the compaction and deletes the first
+	// revisions; readers wait for it (they could be reading those), and
+	// only after it does memory change, so a failure leaves the store as
+	// it was.
+	s.mu.Lock()
+	if err := s.compactStep(job); err != nil {
+		s.mu.Unlock()
+		if !errors.Is(err, errInjected) {
+			// Whether the batch reached storage is unknown.
+			s.failed = fmt.Errorf("mvcc: store failed, reopen it: schedule compaction at %d: %w", rev, err)
+		}
+		s.writeMu.Unlock()
+		return err
+	}
+	s.ix.Compact(rev, true, nil)
+	s.compactRev = rev
+	s.mu.Unlock()
+	s.writeMu.Unlock()
+
+	// Watchers reading history below rev fail when they next read.
+	return s.runCompaction(job)
+}
+
+func (s *Store) runCompaction(job *compactJob) error {
+	for !job.finished() {
+		if err := s.compactStep(job); err != nil {
+			s.leftover = job
+			return fmt.Errorf("mvcc: compaction at %d: %w", job.rev, err)
+		}
+	}
+	s.leftover = nil
+	return nil
+}
+
+// compactJob is a compaction's list of revision keys to delete, in the
+// order Index.Compact reports them (per key increasing, so a key's
+// tombstone is deleted last).
+type compactJob struct {
+	rev   int64
+	drops []keyindex.Revision
+	pos   int
+	// step counts the batches committed.
+	step int
+	done bool
+}
+
+func (j *compactJob) finished() bool { return j.done }
+
+// planCompaction lists what compacting at rev deletes. The caller holds
+// writeMu or is Open.
+func (s *Store) planCompaction(rev int64) *compactJob {
+	job := &compactJob{rev: rev}
+	s.ix.Compact(rev, false, func(r keyindex.Revision) { job.drops = append(job.drops, r) })
+	return job
+}
+
+// compactStep commits the next batch of a compaction: the schedule marker
+// in the first, the finish marker in the last.
+func (s *Store) compactStep(job *compactJob) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if job.step == 0 {
+		if err := b.Put(metaCompactScheduled, encodeInt64(job.rev)); err != nil {
+			return err
+		}
+	}
+	end := min(len(job.drops), job.pos+s.opts.CompactionBatchSize)
+	var key []byte
+	for _, r := range job.drops[job.pos:end] {
+		key = appendRevKey(key[:0], r)
+		if err := b.Delete(key); err != nil {
+			return err
+		}
+	}
+	last := end == len(job.drops)
+	if last {
+		if err := b.Put(metaCompactFinished, encodeInt64(job.rev)); err != nil {
+			return err
+		}
+	}
+	if h := s.opts.hooks.beforeCompactCommit; h != nil {
+		if err := h(job.step); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	job.pos, job.step, job.done = end, job.step+1, last
+	if last {
+		job.drops = nil
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package keyindex
+
+// Compact drops the history at or below atRev, as etcd's keyIndex.compact
+// does: for each key, every version before its latest one at or below
+// atRev, and that one too if it is a tombstone. So a read at atRev or later
+// sees the same as before, and a read below atRev is no longer possible.
+// Keys left without history are removed. A key whose kept version
+// continues a generation gets a list header, so create_revision and
+// version survive.
+//
+// dropped, if not nil, is called for each dropped revision, in increasing
+// order per key: the caller deletes them from storage in that order, which
+// keeps a crash mid-way safe (a key's tombstone goes last, so a rebuilt
+// index never shows an older put as live).
+//
+// With apply false, Compact only reports what it would drop and changes
+// nothing; it then only reads and may run beside other readers.
+// Afterwards, when apply is true, arenas whose garbage exceeds a quarter of
+// their live bytes are copied, so the memory of the dropped history is
+// returned.
+func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
+	var remove []uint32
+	var buf [inlineMax]byte
+	ix.tree.Ascend(func(id uint32) bool {
+		b := ix.list(id, buf[:0])
+		// Locate the last entry at or below atRev.
+		it := newListIter(b)
+		k, end := -1, 0 // that entry's index and end offset
+		var ke entry
+		for i := 0; ; i++ {
+			e, ok := it.next()
+			if !ok || e.rev.Main > atRev {
+				break
+			}
+			k, end, ke = i, it.i, e
+		}
+		if k < 0 || k == 0 && !ke.tomb {
+			return true // nothing at or below atRev, or only the kept version
+		}
+		// Report the dropped entries.
+		if dropped != nil {
+			it := newListIter(b)
+			for i := 0; i < k || i == k && ke.tomb; i++ {
+				e, _ := it.next()
+				dropped(e.rev)
+			}
+		}
+		if !apply {
+			return true
+		}
+		oldCap := ix.listCapOf(id)
+		var nb []byte
+		if ke.tomb {
+			// Drop through the tombstone; the next entry starts a new
+			// generation and becomes absolute.
+			if end == len(b) {
+				remove = append(remove, id)
+				return true
+			}
+			it := newListIter(b[end:])
+			it.prevMain = ke.rev.Main
+			e, _ := it.next()
+			nb = appendEntry(nil, 0, e.rev, e.tomb)
+			nb = append(nb, b[end+it.i:]...)
+		} else {
+			if ke.version > 1 {
+				nb = appendHeader(nb, ke.create, ke.version-1)
+			}
+			nb = appendEntry(nb, 0, ke.rev, false)
+			nb = append(nb, b[end:]...)
+		}
+		ix.setList(id, oldCap, nb)
+		return true
+	})
+	if !apply {
+		return
+	}
+	for _, id := range remove {
+		ix.removeSlot(id)
+	}
+	if ix.revs.garbage*4 > ix.revs.live {
+		ix.gcRevs()
+	}
+	if ix.keys.garbage*4 > ix.keys.live {
+		ix.gcKeys()
+	}
+}
+
+// removeSlot deletes slot id's key from the tree and frees its memory.
+func (ix *Index) removeSlot(id uint32) {
+	ix.tree.Delete(id)
+	s := ix.slot(id)
+	if s.revs&inlineFlag == 0 {
+		ix.revs.free(ref(s.revs), ix.listCapOf(id))
+	}
+	k := s.key
+	ix.keys.free(k, k.n())
+	delete(ix.tails, id)
+	*s = slot{key: freeSlot, revs: uint64(ix.free)}
+	ix.free = id
+	ix.nfree++
+}

@@ -1,0 +1,301 @@
+package keyindex
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed for the randomized tests (0: random)")
+
+func testSeed(t *testing.T) uint64 {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -seed %d)", seed, seed)
+	return seed
+}
+
+type modelEntry struct {
+	rev  Revision
+	tomb bool
+}
+
+// model is the obvious implementation: every key's full history.
+type model map[string][]modelEntry
+
+func (m model) get(key string, atRev int64) (KeyRev, bool) {
+	h := m[key]
+	k := -1
+	for i, e := range h {
+		if e.rev.Main <= atRev {
+			k = i
+		}
+	}
+	if k < 0 || h[k].tomb {
+		return KeyRev{}, false
+	}
+	first := k
+	for first > 0 && !h[first-1].tomb {
+		first--
+	}
+	return KeyRev{Mod: h[k].rev, Create: h[first].rev.Main, Version: int64(k - first + 1)}, true
+}
+
+func (m model) live(key string) bool {
+	h := m[key]
+	return len(h) > 0 && !h[len(h)-1].tomb
+}
+
+func TestIndexAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 1))
+	ix := New()
+	m := model{}
+	var keys []string
+	for i := range 300 {
+		keys = append(keys, fmt.Sprintf("k%04d-%s", i, bytes.Repeat([]byte{'x'}, r.IntN(40))))
+	}
+	hot := keys[7]
+	rev, compacted := int64(0), int64(0)
+	check := func(step int) {
+		t.Helper()
+		for _, atRev := range []int64{compacted, compacted + (rev-compacted)/2, rev, rev + 5} {
+			for _, k := range keys {
+				got, gok := ix.Get([]byte(k), atRev)
+				want, wok := m.get(k, atRev)
+				if gok != wok || got != want {
+					t.Fatalf("step %d: Get(%q, %d) = %+v %v, want %+v %v", step, k, atRev, got, gok, want, wok)
+				}
+			}
+			var got []string
+			ix.Range([]byte("k0100"), []byte("k0200"), atRev, func(key []byte, kr KeyRev) bool {
+				got = append(got, string(key))
+				return true
+			})
+			var want []string
+			for _, k := range keys {
+				if _, ok := m.get(k, atRev); ok && k >= "k0100" && k < "k0200" {
+					want = append(want, k)
+				}
+			}
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: Range at %d = %v, want %v", step, atRev, got, want)
+			}
+		}
+	}
+	for step := range 3000 {
+		rev++
+		switch p := r.IntN(100); {
+		case p < 55:
+			k := keys[r.IntN(len(keys))]
+			if r.IntN(4) == 0 {
+				k = hot
+			}
+			sub := int64(0)
+			if r.IntN(5) == 0 {
+				sub = r.Int64N(300)
+			}
+			rv := Revision{rev, sub}
+			if err := ix.Put([]byte(k), rv); err != nil {
+				t.Fatal(err)
+			}
+			m[k] = append(m[k], modelEntry{rev: rv})
+		case p < 80:
+			k := keys[r.IntN(len(keys))]
+			rv := Revision{rev, 0}
+			ok, err := ix.Tombstone([]byte(k), rv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != m.live(k) {
+				t.Fatalf("step %d: Tombstone(%q) = %v, want %v", step, k, ok, m.live(k))
+			}
+			if ok {
+				m[k] = append(m[k], modelEntry{rev: rv, tomb: true})
+			}
+		case p < 83:
+			at := compacted + r.Int64N(rev-compacted)
+			var dropped []Revision
+			ix.Compact(at, false, func(r Revision) { dropped = append(dropped, r) })
+			var applied []Revision
+			ix.Compact(at, true, func(r Revision) { applied = append(applied, r) })
+			if !slices.Equal(dropped, applied) {
+				t.Fatalf("step %d: dry run dropped %v, compaction %v", step, dropped, applied)
+			}
+			compacted = at
+		default:
+			rev-- // no write
+		}
+		if step%50 == 0 || step > 2950 {
+			check(step)
+		}
+	}
+	// A hot key long enough for a dedicated chunk.
+	for range 6000 {
+		rev++
+		if err := ix.Put([]byte(hot), Revision{Main: rev}); err != nil {
+			t.Fatal(err)
+		}
+		m[hot] = append(m[hot], modelEntry{rev: Revision{Main: rev}})
+	}
+	check(-1)
+	ix.Compact(rev-1, true, nil)
+	compacted = rev - 1
+	check(-2)
+}
+
+// TestRestore rebuilds an index from its history in revision order, as
+// mvcc.Open does, also after a compaction, and compares every answer.
+func TestRestore(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 2))
+	ix := New()
+	m := model{}
+	var keys []string
+	for i := range 50 {
+		keys = append(keys, fmt.Sprintf("key%03d", i))
+	}
+	rev := int64(0)
+	for range 2000 {
+		rev++
+		k := keys[r.IntN(len(keys))]
+		if r.IntN(3) == 0 {
+			if ok, _ := ix.Tombstone([]byte(k), Revision{Main: rev}); ok {
+				m[k] = append(m[k], modelEntry{rev: Revision{Main: rev}, tomb: true})
+			}
+			continue
+		}
+		_ = ix.Put([]byte(k), Revision{Main: rev})
+		m[k] = append(m[k], modelEntry{rev: Revision{Main: rev}})
+	}
+	at := rev / 2
+	var dropped = map[Revision]bool{}
+	ix.Compact(at, true, func(r Revision) { dropped[r] = true })
+
+	// Storage holds every revision not dropped, with create and version.
+	type rec struct {
+		key             string
+		rev             Revision
+		tomb            bool
+		create, version int64
+	}
+	var recs []rec
+	for k, h := range m {
+		for _, e := range h {
+			if dropped[e.rev] {
+				continue
+			}
+			kr, _ := m.get(k, e.rev.Main)
+			recs = append(recs, rec{k, e.rev, e.tomb, kr.Create, kr.Version})
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].rev.Less(recs[j].rev) })
+	ix2 := New()
+	for _, rc := range recs {
+		if rc.tomb {
+			rc.create, rc.version = 0, 0
+		}
+		if err := ix2.Restore([]byte(rc.key), rc.rev, rc.tomb, rc.create, rc.version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for atRev := at; atRev <= rev; atRev++ {
+		for _, k := range keys {
+			g1, ok1 := ix.Get([]byte(k), atRev)
+			g2, ok2 := ix2.Get([]byte(k), atRev)
+			w, okw := m.get(k, atRev)
+			if ok1 != okw || ok2 != okw || g1 != w || g2 != w {
+				t.Fatalf("Get(%q, %d): compacted %+v %v, restored %+v %v, want %+v %v", k, atRev, g1, ok1, g2, ok2, w, okw)
+			}
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ix := New()
+	if err := ix.Put(nil, Revision{Main: 1}); !errors.Is(err, ErrKey) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if err := ix.Put(make([]byte, MaxKeySize+1), Revision{Main: 1}); !errors.Is(err, ErrKey) {
+		t.Fatalf("long key: %v", err)
+	}
+	if err := ix.Put([]byte("a"), Revision{Main: 0}); !errors.Is(err, ErrRevision) {
+		t.Fatalf("revision 0: %v", err)
+	}
+	if err := ix.Put([]byte("a"), Revision{Main: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Put([]byte("a"), Revision{Main: 5, Sub: 1}); !errors.Is(err, ErrRevision) {
+		t.Fatalf("same main revision: %v", err)
+	}
+	if _, err := ix.Tombstone([]byte("a"), Revision{Main: 4}); !errors.Is(err, ErrRevision) {
+		t.Fatalf("older tombstone: %v", err)
+	}
+}
+
+func TestListCap(t *testing.T) {
+	for n := 0; n < 1<<16; n++ {
+		c := listCap(n)
+		if c < n || (n > 32 && c > n+n/8) {
+			t.Fatalf("listCap(%d) = %d", n, c)
+		}
+		for m := n; m <= c; m++ {
+			if listCap(m) != c {
+				t.Fatalf("listCap(%d) = %d but listCap(%d) = %d", n, c, m, listCap(m))
+			}
+		}
+	}
+}
+
+func TestArenaGC(t *testing.T) {
+	ix := New()
+	const n = 20000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key-%08d", i) }
+	rev := int64(0)
+	for range 6 {
+		for i := range n {
+			rev++
+			if err := ix.Put(key(i), Revision{Main: rev}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := ix.Stats()
+	if st.RevGarbage*4 > st.RevArenaBytes+gcMinGarbage*4 {
+		t.Fatalf("revision arena garbage %d of %d bytes", st.RevGarbage, st.RevArenaBytes)
+	}
+	// Delete every other key and compact: keys and memory go.
+	for i := 0; i < n; i += 2 {
+		rev++
+		if _, err := ix.Tombstone(key(i), Revision{Main: rev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix.Compact(rev, true, nil)
+	if got := ix.Len(); got != n/2 {
+		t.Fatalf("Len = %d after compaction, want %d", got, n/2)
+	}
+	st2 := ix.Stats()
+	if st2.KeyArenaBytes >= st.KeyArenaBytes || st2.RevArenaBytes >= st.RevArenaBytes/2 {
+		t.Fatalf("compaction freed too little: before %+v after %+v", st, st2)
+	}
+	// Freed slots are reused.
+	for i := 0; i < n; i += 2 {
+		rev++
+		_ = ix.Put(key(i), Revision{Main: rev})
+	}
+	if got := ix.Stats().Slots; got != n {
+		t.Fatalf("%d slots for %d keys", got, n)
+	}
+	for i := range n {
+		if _, ok := ix.Get(key(i), rev); !ok {
+			t.Fatalf("key %d missing", i)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package mvcc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc/keyindex"
+)
+
+// benchDB opens an engine in a temporary directory on disk, sync off.
+func benchDB(b *testing.B) *engine.DB {
+	b.Helper()
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(b.TempDir(), "db")
+	cfg.MemtableSizeMB = 64
+	cfg.BlockCacheSizeMB = 64
+	db, err := engine.Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func benchKey(i int) []byte { return fmt.Appendf(nil, "key/%012d", i) }
+
+// BenchmarkPut puts 256-byte values on 100K keys, against the engine's own
+// Put of the same data as the baseline (layer=engine).
+func BenchmarkPut(b *testing.B) {
+	value := make([]byte, 256)
+	const keys = 100_000
+	b.Run("layer=mvcc", func(b *testing.B) {
+		s := openStore(b, benchDB(b), Options{})
+		defer s.Close()
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := s.Put(benchKey(i%keys), value); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("layer=engine", func(b *testing.B) {
+		db := benchDB(b)
+		b.SetBytes(int64(len(value)))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := db.Put(benchKey(i%keys), value); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+// loadStore writes n keys with 256-byte values, txnSize puts per revision.
+func loadStore(b *testing.B, s *Store, n, txnSize int) {
+	b.Helper()
+	value := make([]byte, 256)
+	for i := 0; i < n; i += txnSize {
+		var ops []Op
+		for j := i; j < min(n, i+txnSize); j++ {
+			ops = append(ops, PutOp(benchKey(j), value))
+		}
+		if _, err := s.Txn(TxnRequest{Success: ops}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRange reads one key, and 1000 consecutive keys, of 100K.
+func BenchmarkRange(b *testing.B) {
+	const n = 100_000
+	db := benchDB(b)
+	s := openStore(b, db, Options{})
+	defer s.Close()
+	loadStore(b, s, n, 1000)
+	if err := db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	// The baseline: the engine's Get of one revision key, as Range of one
+	// key does after its index lookup.
+	b.Run("keys=1/layer=engine", func(b *testing.B) {
+		r := rand.New(rand.NewPCG(1, 2))
+		b.ReportAllocs()
+		for b.Loop() {
+			i := r.IntN(n)
+			if _, err := db.Get(revKey(keyindex.Revision{Main: int64(i/1000 + 1), Sub: int64(i % 1000)})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, keys := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			for b.Loop() {
+				i := r.IntN(n - keys)
+				var end []byte
+				if keys > 1 {
+					end = benchKey(i + keys)
+				}
+				res, err := s.Range(benchKey(i), end, RangeOptions{})
+				if err != nil || len(res.KVs) != keys {
+					b.Fatalf("Range: %v, %d keys", err, len(res.KVs))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRebuild measures Open's index rebuild; the metric s/Mkeys is
+// the time per million revision keys (1M keys, 100K with -short).
+func BenchmarkRebuild(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	db := benchDB(b)
+	s := openStore(b, db, Options{})
+	loadStore(b, s, n, 1000)
+	_ = s.Close()
+	if err := db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+		var total time.Duration
+		for b.Loop() {
+			s, err := Open(db, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += s.RebuildDuration()
+			_ = s.Close()
+		}
+		b.ReportMetric(total.Seconds()/float64(b.N)/(float64(n)/1e6), "s/Mkeys")
+	})
+}

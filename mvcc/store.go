@@ -1,0 +1,245 @@
+package mvcc
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc/keyindex"
+)
+
+// Options tune a Store. The zero value is valid.
+type Options struct {
+	// CompactionBatchSize is the number of revision keys one engine batch
+	// of a compaction deletes. Larger batches finish sooner; smaller ones
+	// hold up writers less. The default value is 10000.
+	CompactionBatchSize int
+	// WatchBufferSize is the number of events a watcher buffers in memory
+	// for a slow reader. Past it the watcher stops buffering and later
+	// reads the events back from storage, so writers never wait for it and
+	// its memory stays bounded; only if compaction drops those events first
+	// does it end, with ErrCompacted. The default value is 1024.
+	WatchBufferSize int
+
+	// hooks are for tests.
+	hooks hooks
+}
+
+// errInjected is what tests' hooks return: a write that certainly did not
+// happen, unlike a failed commit.
+var errInjected = errors.New("mvcc: injected fault")
+
+// hooks let tests inject faults.
+type hooks struct {
+	// beforeCompactCommit, if set, runs before the commit of compaction
+	// batch i (0 is the one that schedules it); an error aborts the
+	// compaction with that error, as a failed write would.
+	beforeCompactCommit func(i int) error
+}
+
+const (
+	defaultCompactionBatchSize = 10000
+	defaultWatchBufferSize     = 1024
+)
+
+// validate reports every invalid field at once.
+func (o *Options) validate() error {
+	var errs []error
+	if o.CompactionBatchSize < 0 {
+		errs = append(errs, fmt.Errorf("mvcc: CompactionBatchSize = %d: must be >= 0 (0 means %d)", o.CompactionBatchSize, defaultCompactionBatchSize))
+	}
+	if o.WatchBufferSize < 0 {
+		errs = append(errs, fmt.Errorf("mvcc: WatchBufferSize = %d: must be >= 0 (0 means %d)", o.WatchBufferSize, defaultWatchBufferSize))
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) ensureDefaults() {
+	if o.CompactionBatchSize == 0 {
+		o.CompactionBatchSize = defaultCompactionBatchSize
+	}
+	if o.WatchBufferSize == 0 {
+		o.WatchBufferSize = defaultWatchBufferSize
+	}
+}
+
+// Store is a revisioned key-value store on an engine.DB: etcd's mvcc
+// store. It is safe for concurrent use: write transactions run one at a
+// time, reads run beside them and each other.
+type Store struct {
+	db   *engine.DB
+	opts Options
+
+	// writeMu serializes write transactions, compaction planning and the
+	// delivery of live events.
+	writeMu sync.Mutex
+	// failed, once set, is returned by every write: an engine commit
+	// failed, and whether it reached storage is unknown, so the revision
+	// it used must not be reused. Reopen the store. Guarded by writeMu.
+	failed error
+
+	// mu guards the index and the revisions below: readers hold it shared,
+	// a writer exclusively while it applies a committed transaction.
+	mu sync.RWMutex
+	ix *keyindex.Index
+	// rev is the current revision: the last write transaction's.
+	rev int64
+	// compactRev is the revision of the last compaction scheduled; reads
+	// below it fail with ErrCompacted.
+	compactRev int64
+
+	// compactMu runs one compaction at a time; leftover holds the
+	// deletions a compaction could not finish (see Compact).
+	compactMu sync.Mutex
+	leftover  *compactJob
+
+	watchMu  sync.Mutex
+	watchers map[*Watcher]struct{}
+	// notified is the last revision handed to watchers.
+	notified int64
+	wg       sync.WaitGroup
+
+	closed atomic.Bool
+	// rebuild is how long Open took to rebuild the index.
+	rebuild time.Duration
+}
+
+// Open opens the store kept in db, rebuilding the in-memory index by
+// scanning every revision key, and finishes a compaction a crash
+// interrupted. The Store uses the whole key space of db; close the Store
+// before db. Durability follows db's configuration: with sync = true an
+// acknowledged write survives a crash.
+func Open(db *engine.DB, opts Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mvcc: Open: db is nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts.ensureDefaults()
+	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}}
+	start := time.Now()
+	metaCur, err := s.readMeta(metaRev)
+	if err != nil {
+		return nil, err
+	}
+	scheduled, err := s.readMeta(metaCompactScheduled)
+	if err != nil {
+		return nil, err
+	}
+	finished, err := s.readMeta(metaCompactFinished)
+	if err != nil {
+		return nil, err
+	}
+	maxRev, err := s.restore()
+	if err != nil {
+		return nil, err
+	}
+	s.rev = max(metaCur, maxRev, scheduled)
+	s.compactRev = max(scheduled, finished)
+	s.notified = s.rev
+	s.rebuild = time.Since(start)
+	if scheduled > finished {
+		// A compaction was scheduled and not finished: finish it.
+		job := s.planCompaction(scheduled)
+		s.ix.Compact(scheduled, true, nil)
+		for !job.finished() {
+			if err := s.compactStep(job); err != nil {
+				return nil, fmt.Errorf("mvcc: Open: resume compaction at %d: %w", scheduled, err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) readMeta(key []byte) (int64, error) {
+	v, err := s.db.Get(key)
+	if errors.Is(err, engine.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mvcc: Open: read %s: %w", key, err)
+	}
+	return decodeInt64(key, v)
+}
+
+// restore rebuilds the index from the revision keys and returns the
+// largest revision found.
+func (s *Store) restore() (int64, error) {
+	it, err := s.db.NewIter(&engine.IterOptions{LowerBound: []byte{revPrefix}, UpperBound: []byte{revPrefix + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	var last keyindex.Revision
+	for ok := it.First(); ok; ok = it.Next() {
+		rev, err := decodeRevKey(it.Key())
+		if err != nil {
+			return 0, err
+		}
+		rec, err := decodeRecord(it.Value())
+		if err != nil {
+			return 0, fmt.Errorf("mvcc: Open: revision %d.%d: %w", rev.Main, rev.Sub, err)
+		}
+		if rec.mod != rev.Main {
+			return 0, fmt.Errorf("mvcc: Open: %w: revision %d.%d holds mod_revision %d", ErrCorrupt, rev.Main, rev.Sub, rec.mod)
+		}
+		if err := s.ix.Restore(rec.key, rev, rec.tomb, rec.create, rec.version); err != nil {
+			return 0, fmt.Errorf("mvcc: Open: %w: revision %d.%d of %q: %w", ErrCorrupt, rev.Main, rev.Sub, rec.key, err)
+		}
+		last = rev
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("mvcc: Open: scan revisions: %w", err)
+	}
+	return last.Main, nil
+}
+
+// Rev returns the current revision.
+func (s *Store) Rev() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rev
+}
+
+// CompactRev returns the revision of the last compaction (0 if none):
+// reads at revisions below it fail with ErrCompacted.
+func (s *Store) CompactRev() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.compactRev
+}
+
+// RebuildDuration returns how long Open took to rebuild the index from
+// storage (before finishing an interrupted compaction).
+func (s *Store) RebuildDuration() time.Duration { return s.rebuild }
+
+// IndexStats returns the memory statistics of the in-memory index.
+func (s *Store) IndexStats() keyindex.Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ix.Stats()
+}
+
+// Close stops every watcher (their Err becomes ErrClosed), waits for a
+// running write or compaction, and closes the store. It does not close
+// the engine.DB.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.watchMu.Lock()
+	for w := range s.watchers {
+		w.stopLocked(ErrClosed)
+	}
+	s.watchMu.Unlock()
+	s.wg.Wait()
+	return nil
+}

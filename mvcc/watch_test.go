@@ -1,0 +1,254 @@
+package mvcc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// collect reads events from w until it has n or the deadline passes.
+func collect(t *testing.T, w *Watcher, n int) []Event {
+	t.Helper()
+	var out []Event
+	deadline := time.After(10 * time.Second)
+	for len(out) < n {
+		select {
+		case evs, ok := <-w.C:
+			if !ok {
+				t.Fatalf("watcher stopped after %d of %d events: %v", len(out), n, w.Err())
+			}
+			out = append(out, evs...)
+		case <-deadline:
+			t.Fatalf("got %d of %d events", len(out), n)
+		}
+	}
+	return out
+}
+
+func sameEvents(t *testing.T, got, want []Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d:\n got %s\nwant %s", len(got), len(want), fmtEvents(got), fmtEvents(want))
+	}
+	for i := range got {
+		if got[i].Type != want[i].Type || !sameKVs([]KeyValue{got[i].KV}, []KeyValue{want[i].KV}) {
+			t.Fatalf("event %d:\n got %s\nwant %s", i, fmtEvents(got), fmtEvents(want))
+		}
+	}
+}
+
+func fmtEvents(evs []Event) string {
+	var b bytes.Buffer
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%v %s ", e.Type, fmtKVs([]KeyValue{e.KV}))
+	}
+	return b.String()
+}
+
+// TestWatchHistoryThenLive watches a prefix from a past revision while
+// writers go on: the events before the call come from storage, the rest
+// live, all in revision order, none missing, none twice.
+func TestWatchHistoryThenLive(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 4))
+	s, _ := newMemStore(t, Options{WatchBufferSize: 8})
+	m := newModel()
+	g := newOpGen(r, 12)
+	for range 200 {
+		g.step(t, s, m, 0)
+	}
+	wr := keyRange{key: []byte("k03"), end: []byte("k09")}
+	from := int64(50)
+	w, err := s.Watch(context.Background(), wr.key, wr.end, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Writes go on while the watcher catches up, and its buffer (8
+	// events) overflows: it must fall back to storage and lose nothing.
+	for range 300 {
+		g.step(t, s, m, 0)
+	}
+	want := m.events(wr, from)
+	got := collect(t, w, len(want))
+	sameEvents(t, got, want)
+	for i := 1; i < len(got); i++ {
+		if got[i].KV.ModRevision < got[i-1].KV.ModRevision {
+			t.Fatalf("event %d at revision %d after %d", i, got[i].KV.ModRevision, got[i-1].KV.ModRevision)
+		}
+	}
+	// Nothing more arrives.
+	select {
+	case evs := <-w.C:
+		t.Fatalf("extra events: %s", fmtEvents(evs))
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// TestWatchSingleKeyAndPrevKV watches one key from now with WithPrevKV.
+func TestWatchSingleKeyAndPrevKV(t *testing.T) {
+	s, _ := newMemStore(t, Options{})
+	rev1, _ := s.Put([]byte("a"), []byte("1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := s.Watch(ctx, []byte("a"), nil, 0, WithPrevKV())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.Put([]byte("b"), []byte("x"))
+	rev2, _ := s.Put([]byte("a"), []byte("2"))
+	rev3, _, _ := s.Delete([]byte("a"))
+	rev4, _ := s.Put([]byte("a"), []byte("3"))
+	got := collect(t, w, 3)
+	want := []Event{
+		{Type: EventPut, KV: KeyValue{Key: []byte("a"), Value: []byte("2"), CreateRevision: rev1, ModRevision: rev2, Version: 2}},
+		{Type: EventDelete, KV: KeyValue{Key: []byte("a"), ModRevision: rev3}},
+		{Type: EventPut, KV: KeyValue{Key: []byte("a"), Value: []byte("3"), CreateRevision: rev4, ModRevision: rev4, Version: 1}},
+	}
+	sameEvents(t, got, want)
+	if p := got[0].PrevKV; p == nil || string(p.Value) != "1" || p.ModRevision != rev1 {
+		t.Fatalf("PrevKV of the put = %+v", p)
+	}
+	if p := got[1].PrevKV; p == nil || string(p.Value) != "2" {
+		t.Fatalf("PrevKV of the delete = %+v", p)
+	}
+	if got[2].PrevKV != nil {
+		t.Fatalf("PrevKV of a created key = %+v", got[2].PrevKV)
+	}
+	cancel()
+	for range w.C {
+	}
+	if !errors.Is(w.Err(), context.Canceled) {
+		t.Fatalf("Err after cancel = %v", w.Err())
+	}
+}
+
+// TestWatchHistoryPrevKV checks PrevKV on events read from storage.
+func TestWatchHistoryPrevKV(t *testing.T) {
+	s, _ := newMemStore(t, Options{})
+	rev1, _ := s.Put([]byte("a"), []byte("1"))
+	_, _ = s.Put([]byte("a"), []byte("2"))
+	w, err := s.Watch(context.Background(), []byte("a"), nil, rev1, WithPrevKV())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	got := collect(t, w, 2)
+	if got[0].PrevKV != nil || got[1].PrevKV == nil || string(got[1].PrevKV.Value) != "1" {
+		t.Fatalf("history PrevKV: %+v %+v", got[0].PrevKV, got[1].PrevKV)
+	}
+}
+
+// TestWatchCompacted: a watch from a compacted revision fails, and a
+// watcher still reading history that compaction overtakes stops with
+// ErrCompacted.
+func TestWatchCompacted(t *testing.T) {
+	s, _ := newMemStore(t, Options{})
+	for i := range 20 {
+		_, _ = s.Put([]byte("k"), fmt.Appendf(nil, "%d", i))
+	}
+	if err := s.Compact(10); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int64{1, 9, 10} {
+		if _, err := s.Watch(context.Background(), []byte("k"), nil, from); !errors.Is(err, ErrCompacted) {
+			t.Fatalf("Watch from %d after Compact(10): %v, want ErrCompacted", from, err)
+		}
+	}
+	w, err := s.Watch(context.Background(), []byte("k"), nil, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, w, 10)
+	if got[0].KV.ModRevision != 11 || got[9].KV.ModRevision != 20 {
+		t.Fatalf("events from 11: %s", fmtEvents(got))
+	}
+	w.Close()
+
+	// A watcher that does not read falls behind, then compaction passes it.
+	w, err = s.Watch(context.Background(), []byte("k"), nil, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		_, _ = s.Put([]byte("k"), fmt.Appendf(nil, "%d", i))
+	}
+	if err := s.Compact(s.Rev()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-w.C:
+			if ok {
+				continue
+			}
+			if !errors.Is(w.Err(), ErrCompacted) {
+				t.Fatalf("Err = %v, want ErrCompacted", w.Err())
+			}
+			return
+		case <-deadline:
+			t.Fatal("watcher did not stop")
+		}
+	}
+}
+
+// TestWatchSlowReaderDoesNotBlockWriters: writers finish while nobody
+// reads the watcher, and the reader later gets every event.
+func TestWatchSlowReaderDoesNotBlockWriters(t *testing.T) {
+	s, _ := newMemStore(t, Options{WatchBufferSize: 4})
+	w, err := s.Watch(context.Background(), []byte("a"), []byte{0}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan struct{})
+	go func() {
+		for i := range 2000 {
+			_, _ = s.Put(fmt.Appendf(nil, "k%d", i%7), []byte("v"))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("writers blocked by an unread watcher")
+	}
+	s.watchMu.Lock()
+	overflows := w.overflows
+	s.watchMu.Unlock()
+	if overflows == 0 {
+		t.Fatal("the buffer of 4 events never overflowed")
+	}
+	got := collect(t, w, 2000)
+	for i, e := range got {
+		if e.KV.ModRevision != int64(i+1) {
+			t.Fatalf("event %d has revision %d", i, e.KV.ModRevision)
+		}
+	}
+}
+
+// TestWatchStoreClose: closing the store stops its watchers.
+func TestWatchStoreClose(t *testing.T) {
+	db := openEngine(t, vfs.NewMem(), false)
+	defer db.Close()
+	s := openStore(t, db, Options{})
+	w, err := s.Watch(context.Background(), []byte("a"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range w.C {
+	}
+	if !errors.Is(w.Err(), ErrClosed) {
+		t.Fatalf("Err = %v, want ErrClosed", w.Err())
+	}
+	if _, err := s.Watch(context.Background(), []byte("a"), nil, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Watch on a closed store: %v", err)
+	}
+}
