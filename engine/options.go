@@ -40,8 +40,9 @@ func checkDeliverable(cfg *config.Config) error {
 // settings. The caller owns the returned block cache reference and must call
 // opts.Cache.Unref() once the database is open (or was not opened).
 //
-// The file system, logger, event listener and WAL placement are not set here;
-// Open adds them.
+// Pebble's log lines are dropped, as in a Strata database opened without a
+// Logger. The file system, event listener and WAL placement are not set
+// here; Open adds them.
 func PebbleOptions(cfg *config.Config) (*pebble.Options, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -57,6 +58,7 @@ func PebbleOptions(cfg *config.Config) (*pebble.Options, error) {
 		MemTableStopWritesThreshold: max(2, cfg.MaxWriteBufferNumber),
 		LBaseMaxBytes:               cfg.MaxBytesForLevelBaseMB << 20,
 		DisableWAL:                  !cfg.EnableWAL,
+		Logger:                      pebbleLogger{}, // silent, as Strata without a Logger
 	}
 	// RocksDB's target_file_size_base with multiplier 1: every level, L0
 	// (whose size also bounds flush output) included, aims at the same size.

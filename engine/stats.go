@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,7 +29,7 @@ func (db *DB) Stats() (string, error) {
 			wamp = float64(lm.BytesWritten) / float64(lm.BytesIn)
 		}
 		fmt.Fprintf(tw, "L%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", l, lm.Tables, mb(lm.Bytes), lm.Score,
-			mb(int64(lm.BytesIn)), mb(int64(lm.BytesWritten)), wamp, lm.Codec, lm.StoredCodec, formatCodecCounts(lm.TableCodecs))
+			mb(int64(lm.BytesIn)), mb(int64(lm.BytesWritten)), wamp, lm.Codec, lm.StoredCodec, cmp.Or(FormatCodecCounts(lm.TableCodecs), "-"))
 	}
 	var files, bytes int64
 	for _, lm := range m.Levels {
@@ -86,10 +87,9 @@ func (db *DB) Stats() (string, error) {
 
 func mb(n int64) float64 { return float64(n) / (1 << 20) }
 
-func formatCodecCounts(counts map[string]int) string {
-	if len(counts) == 0 {
-		return "-"
-	}
+// FormatCodecCounts renders table counts by codec (LevelMetrics.TableCodecs)
+// as "MinLZ:1,ZSTD:2", sorted by codec name; "" when there are none.
+func FormatCodecCounts(counts map[string]int) string {
 	names := make([]string, 0, len(counts))
 	for name := range counts {
 		names = append(names, name)

@@ -339,7 +339,7 @@ func (res *CompressionResult) Table() *report.Table {
 		t.Notes = append(t.Notes, "lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec (`tune codecs` measures true LZ4 beside MinLZ).")
 	}
 	if res.Baseline {
-		t.Notes = append(t.Notes, "X vs Pebble = Strata's MB/s / raw Pebble's (pebble.Open with engine.PebbleOptions of the same config), run interleaved in this process; the median of the per-run ratios, > 1 means Strata is faster. Raw Pebble compares each value in place, as its users read; engine.DB.Get returns a copy, whose cost Read vs Pebble includes.")
+		t.Notes = append(t.Notes, "X vs Pebble = Strata's MB/s / raw Pebble's (pebble.Open with engine.PebbleOptions of the same config), run interleaved in this process; the median of the per-run ratios, > 1 means Strata is faster. Both compare each value in place, without a copy (Strata through engine.DB.View).")
 		for _, r := range res.Rows {
 			if len(r.Runs) == 0 || len(r.PebbleRuns) == 0 || r.Runs[0].TableCodecs == r.PebbleRuns[0].TableCodecs {
 				continue

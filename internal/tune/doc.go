@@ -53,9 +53,8 @@
 // engine.PebbleOptions of the same config: identical options, without
 // Strata's wrapping), in the same process, alternating which of the two
 // runs first; "X vs Pebble" is the median of the per-run ratios Strata MB/s
-// / Pebble MB/s. Raw Pebble's reads compare each value in place, as a
-// Pebble user reads, while engine.DB.Get returns a copy: Read vs Pebble
-// includes the copy's cost. Pebble's compaction moves a lone table down without
+// / Pebble MB/s. Both sides compare each value in place, without a copy:
+// Strata through engine.DB.View, Pebble before releasing its Get. Pebble's compaction moves a lone table down without
 // rewriting it, so its tables may keep the L0 codec; the table notes when
 // the two compared different codecs. Pebble's sizes are not reported.
 package tune

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -204,7 +202,6 @@ func openPebble(cfg *config.Config) (store, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Logger = silentLogger{}
 	opts.WithFSDefaults()
 	db, err := pebble.Open(cfg.DBPath, opts)
 	opts.Cache.Unref()
@@ -300,19 +297,6 @@ func (p *pebbleStore) tableCodecs() (map[string]int, error) {
 
 func (p *pebbleStore) close() error { return p.db.Close() }
 
-// silentLogger drops Pebble's log lines, as a Strata database opened
-// without a Logger does.
-type silentLogger struct{}
-
-func (silentLogger) Infof(string, ...any)  {}
-func (silentLogger) Errorf(string, ...any) {}
-
-// Fatalf is called by Pebble only on a broken internal invariant; Pebble
-// does not expect it to return.
-func (silentLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
-}
-
 func mismatch(key, got, want []byte) error {
 	return fmt.Errorf("%w: key %q: got %d bytes %q, wrote %d bytes %q", errMismatch, key, len(got), clip(got), len(want), clip(want))
 }
@@ -324,19 +308,6 @@ func clip(b []byte) []byte {
 	return b
 }
 
-// formatCodecs renders codec counts as "MinLZ:1,ZSTD:2", sorted by name.
-func formatCodecs(counts map[string]int) string {
-	names := make([]string, 0, len(counts))
-	for name := range counts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s:%d", name, counts[name])
-	}
-	return strings.Join(parts, ",")
-}
 
 // settle collects the garbage of earlier phases and runs, so that it is not
 // collected inside the next timed phase.
@@ -421,7 +392,7 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	if err != nil {
 		return run, err
 	}
-	run.TableCodecs = formatCodecs(codecs)
+	run.TableCodecs = engine.FormatCodecCounts(codecs)
 
 	// 4. Size after the compaction, once closed.
 	err, s = s.close(), nil
