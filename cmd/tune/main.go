@@ -2,10 +2,13 @@
 // helps choose one: it reproduces the seed's compression table (compression),
 // measures the raw block codecs (codecs), prints and imports RocksDB-format
 // OPTIONS files (options, import), recommends a config for a goal
-// (recommend) and diagnoses an existing database (doctor). Run "tune help"
-// for the commands and their examples.
+// (recommend), diagnoses an existing database (doctor) and reproduces etcd's
+// storage memory tables for the mvcc key index and store (memory). Run "tune
+// help" for the commands and their examples.
 //
 // The commands only bind flags; the work is done by package internal/tune.
+// memory runs each row in a fresh process: tune re-executes itself, and
+// main hands such a child to memtable.ChildMain before anything else.
 package main
 
 import (
@@ -16,9 +19,17 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/stratadb/strata/internal/memtable"
 )
 
 func main() {
+	if child, err := memtable.ChildMain(os.Stdout); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, errorLine(err))
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := newRootCommand().ExecuteContext(ctx)
 	stop()
@@ -58,7 +69,8 @@ output (--format table, markdown, json or csv), progress to standard error.`,
   tune options --db data/strata
   tune import OPTIONS-000042 > strata.toml
   tune recommend --input entities.jsonl --goal balanced --out strata.toml
-  tune doctor --config strata.toml --input entities.jsonl`,
+  tune doctor --config strata.toml --input entities.jsonl
+  tune memory --format markdown                     # etcd's storage memory tables`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -74,6 +86,7 @@ output (--format table, markdown, json or csv), progress to standard error.`,
 		newImportCommand(),
 		newRecommendCommand(g),
 		newDoctorCommand(g),
+		newMemoryCommand(g),
 	)
 	return root
 }

@@ -28,12 +28,12 @@ func TestHelpListsCommandsWithExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"compression", "codecs", "options", "import", "recommend", "doctor", "Examples:", "tune compression --repeat 3 --baseline --format markdown"} {
+	for _, want := range []string{"compression", "codecs", "options", "import", "recommend", "doctor", "memory", "Examples:", "tune compression --repeat 3 --baseline --format markdown"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}
 	}
-	for _, cmd := range []string{"compression", "codecs", "options", "import", "recommend", "doctor"} {
+	for _, cmd := range []string{"compression", "codecs", "options", "import", "recommend", "doctor", "memory"} {
 		out, _, err := run(t, "help", cmd)
 		if err != nil || !strings.Contains(out, "Examples:") || !strings.Contains(out, "  tune "+cmd) {
 			t.Errorf("help %s: %v\n%s", cmd, err, out)

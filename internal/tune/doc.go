@@ -15,6 +15,9 @@
 //   - RunRecommend: candidate settings on a sample, the Pareto frontier and
 //     a recommended config (`tune recommend`).
 //   - RunDoctor: findings on an existing database (`tune doctor`).
+//   - RunMemory: etcd's storage memory tables for mvcc's key index and
+//     store, each row in a fresh process (internal/memtable), with c1 and
+//     c2 of etcd's model fitted (`tune memory`).
 //
 // # The figures of `tune compression`
 //

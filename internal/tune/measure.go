@@ -308,7 +308,6 @@ func clip(b []byte) []byte {
 	return b
 }
 
-
 // settle collects the garbage of earlier phases and runs, so that it is not
 // collected inside the next timed phase.
 func settle() { runtime.GC() }

@@ -90,3 +90,47 @@ func (b *Bar) Abort() {
 		fmt.Fprintln(b.w)
 	}
 }
+
+// Lines is a Progress written as one line per step, for a standard error
+// that is not a terminal (a log, a CI job), where a bar would print
+// nothing: Describe starts a line naming the step, the next Add ends it
+// with the step's wall time.
+//
+//	row 3/16: index 1M keys x 5 versions x 64 B keys ... 2.31s
+type Lines struct {
+	w     io.Writer
+	open  bool
+	start time.Time
+}
+
+// NewLines returns a Lines writing to w.
+func NewLines(w io.Writer) *Lines { return &Lines{w: w} }
+
+// Start does nothing: Lines shows no totals.
+func (l *Lines) Start(int64) {}
+
+// Describe ends an unfinished line and starts one for step.
+func (l *Lines) Describe(step string) {
+	l.Abort()
+	fmt.Fprintf(l.w, "%s ...", step)
+	l.open, l.start = true, time.Now()
+}
+
+// Add ends the current line with its step's wall time.
+func (l *Lines) Add(int64) {
+	if l.open {
+		fmt.Fprintf(l.w, " %s\n", time.Since(l.start).Round(10*time.Millisecond))
+		l.open = false
+	}
+}
+
+// Finish ends an unfinished line.
+func (l *Lines) Finish() { l.Abort() }
+
+// Abort ends an unfinished line, so what follows starts on a fresh one.
+func (l *Lines) Abort() {
+	if l.open {
+		fmt.Fprintln(l.w)
+		l.open = false
+	}
+}

@@ -1,0 +1,537 @@
+package tune
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/mvcc"
+	"github.com/stratadb/strata/mvcc/keyindex"
+	"github.com/stratadb/strata/report"
+)
+
+// Defaults of the one row of `tune memory --keys/--versions/--key-size`:
+// the seed's first row, for the flags not given.
+const (
+	DefaultMemoryKeys      = 100_000
+	DefaultMemoryVersions  = 1
+	DefaultMemoryKeySize   = 64
+	DefaultMemoryValueSize = 256
+)
+
+// etcd's figures, for comparison.
+var (
+	// etcdIndexMB is the seed's in-memory index table: the TotalAlloc
+	// delta of building etcd's index, in the seed's MB, by {keys, versions,
+	// key size}.
+	etcdIndexMB = map[[3]int]float64{
+		{100_000, 1, 64}: 22, {100_000, 5, 64}: 39, {1_000_000, 1, 64}: 218, {1_000_000, 5, 64}: 432,
+		{100_000, 1, 256}: 41, {100_000, 5, 256}: 65, {1_000_000, 1, 256}: 409, {1_000_000, 5, 256}: 506,
+	}
+	// etcdStoreMB is the seed's overall memory table: etcd's RSS in the
+	// seed's MB, by {keys, versions, key size, value size}.
+	etcdStoreMB = map[[4]int]float64{
+		{100_000, 1, 64, 256}: 40, {100_000, 5, 64, 256}: 89, {1_000_000, 1, 64, 256}: 470, {1_000_000, 5, 64, 256}: 880,
+		{100_000, 1, 64, 1024}: 102, {100_000, 5, 64, 1024}: 164, {1_000_000, 1, 64, 1024}: 587, {1_000_000, 5, 64, 1024}: 836,
+	}
+	// EtcdMemoryFits are etcd's constants, as issue 6 gives them: its
+	// index measured on this project's machine with memtable's method, and
+	// the seed's averaged pairs.
+	EtcdMemoryFits = EtcdFits{
+		MemoryFits: MemoryFits{
+			LiveHeap:   MemoryFit{C1: 113, C2: 28},
+			TotalAlloc: MemoryFit{C1: 27, C2: 104},
+		},
+		Seed: MemoryFit{C1: 120, C2: 30},
+	}
+)
+
+// Goals of issue 6 for the live heap of mvcc's index.
+const (
+	GoalC1 = 40 // bytes per key beyond the key bytes
+	GoalC2 = 8  // bytes per version, pointer included
+)
+
+// MemoryFit holds the constants of etcd's model of index memory,
+//
+//	bytes = N*(c1 + key_size) + N*versions*c2
+//
+// fitted by least squares over a table's rows (memtable.FitBytes).
+type MemoryFit struct {
+	// C1 is the bytes per key beyond its key_size bytes.
+	C1 float64 `json:"c1"`
+	// C2 is the bytes per version, the version's pointer (revision)
+	// included.
+	C2 float64 `json:"c2"`
+}
+
+// MemoryFits are the fits of the two measures of an index table.
+type MemoryFits struct {
+	// LiveHeap is fitted to the live heap after GC.
+	LiveHeap MemoryFit `json:"live_heap"`
+	// TotalAlloc is fitted to the TotalAlloc deltas (etcd's method).
+	TotalAlloc MemoryFit `json:"total_alloc"`
+}
+
+// EtcdFits are etcd's constants, for comparison.
+type EtcdFits struct {
+	// MemoryFits are etcd's index measured as memtable measures ours.
+	MemoryFits
+	// Seed is the seed's c1 and c2 (TotalAlloc, averaged over four pairs
+	// of rows); the seed's c2 is stated without size_of_pointer.
+	Seed MemoryFit `json:"seed"`
+}
+
+// MemoryOptions configure RunMemory.
+type MemoryOptions struct {
+	// One, if true, measures the single row Keys x Versions x KeySize (and
+	// ValueSize in the store table) instead of the seed's rows, which
+	// then must all be set (ValueSize only with Store).
+	One                                bool
+	Keys, Versions, KeySize, ValueSize int
+	// Index and Store select the tables: the index alone (heap, as the
+	// seed's in-memory index table) and the whole store (process RSS with
+	// values on disk, as the seed's overall memory table). At least one.
+	Index, Store bool
+	// Kind is the index of the index table: memtable.KindKeyIndex (mvcc's)
+	// or memtable.KindPlain (a google/btree baseline). The default value is
+	// memtable.KindKeyIndex.
+	Kind string
+	// MemtableSizeMB and BlockCacheSizeMB configure the store rows'
+	// engine; 0 means config.Default()'s.
+	MemtableSizeMB, BlockCacheSizeMB int64
+	// Dir, if set, keeps the store rows' databases in a new directory
+	// under Dir; otherwise they go to a temporary directory, each removed
+	// after its row.
+	Dir string
+	// Progress receives progress, one unit per row; nil is silent.
+	Progress Progress
+	// ChildStderr receives the standard error of the rows' processes; nil
+	// discards it.
+	ChildStderr io.Writer
+	// Run measures one row. The default value is memtable.RunRowInChild:
+	// every row in a fresh process, which requires the binary to call
+	// memtable.ChildMain first thing in main (or TestMain).
+	Run func(ctx context.Context, req memtable.Request, stderr io.Writer) (memtable.Row, error)
+}
+
+// Validate checks the options, naming the flag of each bad value, before
+// any work starts.
+func (o *MemoryOptions) Validate() error {
+	var errs []error
+	if !o.Index && !o.Store {
+		errs = append(errs, errors.New("tune: no table selected: measure the index, the store or both"))
+	}
+	switch o.Kind {
+	case "", memtable.KindKeyIndex, memtable.KindPlain:
+	default:
+		errs = append(errs, fmt.Errorf("--index %q: must be %s or %s", o.Kind, memtable.KindKeyIndex, memtable.KindPlain))
+	}
+	if o.MemtableSizeMB < 0 {
+		errs = append(errs, fmt.Errorf("--memtable-size-mb %d: must be >= 0 (0: the default, %d)", o.MemtableSizeMB, config.Default().MemtableSizeMB))
+	}
+	if o.BlockCacheSizeMB < 0 {
+		errs = append(errs, fmt.Errorf("--block-cache-size-mb %d: must be >= 0 (0: the default, %d)", o.BlockCacheSizeMB, config.Default().BlockCacheSizeMB))
+	}
+	if !o.One {
+		return errors.Join(errs...)
+	}
+	if o.Keys < 1 {
+		errs = append(errs, fmt.Errorf("--keys %d: must be >= 1", o.Keys))
+	}
+	if o.Versions < 1 {
+		errs = append(errs, fmt.Errorf("--versions %d: must be >= 1", o.Versions))
+	}
+	if o.KeySize < 8 || o.KeySize > keyindex.MaxKeySize {
+		errs = append(errs, fmt.Errorf("--key-size %d: must be from 8 (so that every key is distinct) to %d, the longest key the index stores", o.KeySize, keyindex.MaxKeySize))
+	}
+	if o.Store && (o.ValueSize < 1 || o.ValueSize > mvcc.MaxValueSize) {
+		errs = append(errs, fmt.Errorf("--value-size %d: must be from 1 to %d, the largest value mvcc stores", o.ValueSize, mvcc.MaxValueSize))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, checkFits(o.Keys, o.Versions, o.KeySize))
+	}
+	return errors.Join(errs...)
+}
+
+// checkFits rejects a row that cannot fit in this machine's memory: the
+// harness holds every key and the index another copy, and each version
+// takes a revision, so a row needs at least keys*(2*key_size) +
+// keys*versions*8 bytes. Without /proc/meminfo it checks nothing.
+func checkFits(keys, versions, keySize int) error {
+	total, err := memTotal()
+	if err != nil {
+		return nil
+	}
+	need := float64(keys)*2*float64(keySize) + float64(keys)*float64(versions)*8
+	if need <= float64(total) {
+		return nil
+	}
+	return fmt.Errorf("--keys %d --versions %d --key-size %d: needs at least %.1f GB of memory, more than this machine's %.1f GB",
+		keys, versions, keySize, need/(1<<30), float64(total)/(1<<30))
+}
+
+// memTotal returns MemTotal of /proc/meminfo in bytes.
+func memTotal() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("tune: no MemTotal in /proc/meminfo")
+}
+
+// MemoryRow is one measured row and etcd's figure for it.
+type MemoryRow struct {
+	memtable.Row
+	// EtcdMB is the seed's figure for the same row (TotalAlloc for an
+	// index row, RSS for a store row) in the seed's MB, or nil if the seed
+	// has no such row.
+	EtcdMB *float64 `json:"etcd_mb,omitempty"`
+}
+
+// IndexMemory is the index table: the seed's in-memory index rows.
+type IndexMemory struct {
+	// Kind is the index measured (memtable.KindKeyIndex or KindPlain).
+	Kind string `json:"kind"`
+	// Rows are the rows in the order measured.
+	Rows []MemoryRow `json:"rows"`
+	// Fit holds the fitted c1 and c2, or nil if the rows do not determine
+	// them (fewer than two distinct versions counts).
+	Fit *MemoryFits `json:"fit"`
+	// Etcd holds etcd's constants for comparison.
+	Etcd EtcdFits `json:"etcd"`
+}
+
+// StoreMemory is the store table: the seed's overall memory rows.
+type StoreMemory struct {
+	// Rows are the rows in the order measured, each with RSSBytes.
+	Rows []MemoryRow `json:"rows"`
+	// MemtableSizeMB and BlockCacheSizeMB are the engine's settings.
+	MemtableSizeMB   int64 `json:"memtable_size_mb"`
+	BlockCacheSizeMB int64 `json:"block_cache_size_mb"`
+	// Dir is where the databases were kept, or "" if they were removed.
+	Dir string `json:"dir,omitempty"`
+}
+
+// MemoryResult is the outcome of RunMemory: the tables selected.
+type MemoryResult struct {
+	Index *IndexMemory `json:"index,omitempty"`
+	Store *StoreMemory `json:"store,omitempty"`
+}
+
+// MemoryRequests returns the rows o selects: first the index rows, then
+// the store rows (without their Dir).
+func (o *MemoryOptions) MemoryRequests() (index, store []memtable.Request) {
+	kind := o.Kind
+	if kind == "" {
+		kind = memtable.KindKeyIndex
+	}
+	if o.Index {
+		if o.One {
+			index = []memtable.Request{{Keys: o.Keys, Versions: o.Versions, KeySize: o.KeySize}}
+		} else {
+			index = memtable.SeedIndexRows()
+		}
+		for i := range index {
+			index[i].Kind = kind
+		}
+	}
+	if o.Store {
+		if o.One {
+			store = []memtable.Request{{Keys: o.Keys, Versions: o.Versions, KeySize: o.KeySize, ValueSize: o.ValueSize}}
+		} else {
+			store = memtable.SeedStoreRows()
+		}
+		for i := range store {
+			store[i].MemtableSizeMB = o.MemtableSizeMB
+			store[i].BlockCacheSizeMB = o.BlockCacheSizeMB
+		}
+	}
+	return index, store
+}
+
+// RunMemory measures the selected tables, each row by o.Run (by default
+// in a fresh process), and fits c1 and c2 to the index rows.
+func RunMemory(ctx context.Context, o MemoryOptions) (res *MemoryResult, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	run := o.Run
+	if run == nil {
+		run = memtable.RunRowInChild
+	}
+	stderr := o.ChildStderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	index, store := o.MemoryRequests()
+	p := orNop(o.Progress)
+	p.Start(int64(len(index) + len(store)))
+	total, done := len(index)+len(store), 0
+	step := func(table string, r memtable.Request) string {
+		done++
+		versions := "versions"
+		if r.Versions == 1 {
+			versions = "version"
+		}
+		s := fmt.Sprintf("row %d/%d: %s %s keys x %d %s x %d B keys", done, total, table, countString(r.Keys), r.Versions, versions, r.KeySize)
+		if r.ValueSize > 0 {
+			s += fmt.Sprintf(", %d B values", r.ValueSize)
+		}
+		return s
+	}
+	res = &MemoryResult{}
+	if len(index) > 0 {
+		im := &IndexMemory{Kind: index[0].Kind, Etcd: EtcdMemoryFits}
+		var rows []memtable.Row
+		for _, req := range index {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			p.Describe(step("index", req))
+			row, err := run(ctx, req, stderr)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row)
+			mr := MemoryRow{Row: row}
+			if mb, ok := etcdIndexMB[[3]int{row.Keys, row.Versions, row.KeySize}]; ok {
+				mr.EtcdMB = &mb
+			}
+			im.Rows = append(im.Rows, mr)
+			p.Add(1)
+		}
+		l1, l2 := memtable.Fit(rows)
+		t1, t2 := memtable.FitTotalAlloc(rows)
+		if l1 != 0 || l2 != 0 || t1 != 0 || t2 != 0 {
+			im.Fit = &MemoryFits{LiveHeap: MemoryFit{l1, l2}, TotalAlloc: MemoryFit{t1, t2}}
+		}
+		res.Index = im
+	}
+	if len(store) > 0 {
+		def := config.Default()
+		sm := &StoreMemory{MemtableSizeMB: def.MemtableSizeMB, BlockCacheSizeMB: def.BlockCacheSizeMB}
+		if o.MemtableSizeMB > 0 {
+			sm.MemtableSizeMB = o.MemtableSizeMB
+		}
+		if o.BlockCacheSizeMB > 0 {
+			sm.BlockCacheSizeMB = o.BlockCacheSizeMB
+		}
+		wd, werr := newWorkDir(o.Dir, "memory")
+		if werr != nil {
+			return nil, werr
+		}
+		defer func() {
+			if cerr := wd.cleanup(); cerr != nil && err == nil {
+				res, err = nil, cerr
+			}
+		}()
+		if wd.keep {
+			sm.Dir = wd.path
+		}
+		for i, req := range store {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			p.Describe(step("store", req))
+			req.Dir = filepath.Join(wd.path, fmt.Sprintf("row%d-%dx%dx%d-%d", i+1, req.Keys, req.Versions, req.KeySize, req.ValueSize))
+			row, err := run(ctx, req, stderr)
+			if err != nil {
+				return nil, err
+			}
+			if err := wd.done(req.Dir); err != nil {
+				return nil, err
+			}
+			mr := MemoryRow{Row: row}
+			if mb, ok := etcdStoreMB[[4]int{row.Keys, row.Versions, row.KeySize, row.ValueSize}]; ok {
+				mr.EtcdMB = &mb
+			}
+			sm.Rows = append(sm.Rows, mr)
+			p.Add(1)
+		}
+		res.Store = sm
+	}
+	return res, nil
+}
+
+// countString writes a count as the seed does: 100K, 1M; other counts in
+// full.
+func countString(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1_000 && n%1_000 == 0:
+		return strconv.Itoa(n/1_000) + "K"
+	}
+	return strconv.Itoa(n)
+}
+
+// etcdCell is a row's etcd figure for a table: nil (an empty cell) without
+// one.
+func etcdCell(mb *float64) any {
+	if mb == nil {
+		return nil
+	}
+	return *mb
+}
+
+// Table returns the index table for text output, the fits in its notes.
+func (im *IndexMemory) Table() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Keys", Align: report.AlignRight},
+		{Name: "Versions"},
+		{Name: "Key size", Unit: "B"},
+		{Name: "TotalAlloc", Unit: "MB", Format: "%.1f"},
+		{Name: "Live heap", Unit: "MB", Format: "%.1f"},
+		{Name: "etcd TotalAlloc", Unit: "MB", Format: "%.0f"},
+		{Name: "Build", Unit: "s", Format: "%.2f"},
+	}}
+	for _, r := range im.Rows {
+		t.Rows = append(t.Rows, []any{countString(r.Keys), r.Versions, r.KeySize,
+			mib(r.TotalAllocBytes), mib(r.LiveHeapBytes), etcdCell(r.EtcdMB), r.BuildSeconds})
+	}
+	e := im.Etcd
+	if im.Fit != nil {
+		t.Notes = append(t.Notes,
+			fmt.Sprintf("Fit of bytes = N*(c1 + key_size) + N*versions*c2 over these %d rows (least squares; c2 includes the version's pointer):", len(im.Rows)),
+			fmt.Sprintf("- live heap:  c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 + pointer = %.0f B. Goal (issue 6): c1 <= %d B, c2 + pointer <= %d B.",
+				im.Fit.LiveHeap.C1, im.Fit.LiveHeap.C2, e.LiveHeap.C1, e.LiveHeap.C2, GoalC1, GoalC2),
+			fmt.Sprintf("- TotalAlloc: c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 = %.0f B. The seed's etcd: c1 = %.0f B, c2 = %.0f B + size_of_pointer.",
+				im.Fit.TotalAlloc.C1, im.Fit.TotalAlloc.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Seed.C1, e.Seed.C2),
+		)
+	} else {
+		t.Notes = append(t.Notes, fmt.Sprintf("No fit of c1 and c2: it needs rows with two different versions counts. For comparison, etcd's index on this machine: live heap c1 = %.0f B, c2 + pointer = %.0f B; TotalAlloc c1 = %.0f B, c2 = %.0f B; the seed's c1 = %.0f B, c2 = %.0f B.",
+			e.LiveHeap.C1, e.LiveHeap.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Seed.C1, e.Seed.C2))
+	}
+	twice := ""
+	if im.Kind == memtable.KindKeyIndex {
+		twice = " (and counts the key bytes twice: the harness's []byte per key and the index's arena copy)"
+	}
+	t.Notes = append(t.Notes,
+		fmt.Sprintf("Index: %s. Each row in a fresh process builds one index: N distinct keys of key_size bytes, then versions round-robin passes that put every key once, the main revision a global counter.", indexName(im.Kind)),
+		"TotalAlloc: the runtime.MemStats.TotalAlloc delta over the build, etcd's method; it includes garbage"+twice+". Live heap: the HeapAlloc delta after two runtime.GC(), the keys counted as far as the index keeps them.",
+		"MB = MiB = 1,048,576 bytes. etcd TotalAlloc: the seed's table (etcd 776e9fb on a GCE n1-standard-2), in its own MB.",
+	)
+	return t
+}
+
+// indexName describes an index kind.
+func indexName(kind string) string {
+	if kind == memtable.KindPlain {
+		return "plain google/btree of {key []byte, revs []int64} (the baseline)"
+	}
+	return "mvcc's key index (mvcc/keyindex)"
+}
+
+// Table returns the store table for text output.
+func (sm *StoreMemory) Table() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Keys", Align: report.AlignRight},
+		{Name: "Versions"},
+		{Name: "Key size", Unit: "B"},
+		{Name: "Value size", Unit: "B"},
+		{Name: "RSS", Unit: "MB", Format: "%.1f"},
+		{Name: "Live heap", Unit: "MB", Format: "%.1f"},
+		{Name: "etcd RSS", Unit: "MB", Format: "%.0f"},
+		{Name: "Build", Unit: "s", Format: "%.1f"},
+	}}
+	for _, r := range sm.Rows {
+		t.Rows = append(t.Rows, []any{countString(r.Keys), r.Versions, r.KeySize, r.ValueSize,
+			mib(r.RSSBytes), mib(r.LiveHeapBytes), etcdCell(r.EtcdMB), r.BuildSeconds})
+	}
+	t.Notes = []string{
+		fmt.Sprintf("Each row in a fresh process puts N keys x versions values of value_size random bytes (round-robin, sync off) into an mvcc.Store on an on-disk engine (memtable_size_mb = %d, block_cache_size_mb = %d, other settings the defaults); values are on disk.", sm.MemtableSizeMB, sm.BlockCacheSizeMB),
+		"RSS: the process's VmRSS after the puts and two runtime.GC(): the Go runtime, the key index, the engine's memtables and block cache. Live heap: the HeapAlloc delta over the puts, after the GCs.",
+		"MB = MiB = 1,048,576 bytes. etcd RSS: the seed's overall memory table (etcd's whole process, etcd 776e9fb on a GCE n1-standard-2), in its own MB.",
+	}
+	if sm.Dir != "" {
+		t.Notes = append(t.Notes, "Databases kept in "+sm.Dir+".")
+	}
+	return t
+}
+
+// machineTable returns every row of both tables as one table for CSV: raw
+// bytes, a "table" column saying index or store.
+func (res *MemoryResult) machineTable() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "table"}, {Name: "kind"}, {Name: "keys"}, {Name: "versions"}, {Name: "key_size"}, {Name: "value_size"},
+		{Name: "total_alloc_bytes"}, {Name: "live_heap_bytes"}, {Name: "rss_bytes"}, {Name: "build_seconds"}, {Name: "etcd_mb"},
+	}}
+	add := func(table string, rows []MemoryRow) {
+		for _, r := range rows {
+			var vs, rss any
+			if table == "store" {
+				vs, rss = r.ValueSize, r.RSSBytes
+			}
+			t.Rows = append(t.Rows, []any{table, r.Kind, r.Keys, r.Versions, r.KeySize, vs,
+				r.TotalAllocBytes, r.LiveHeapBytes, rss, r.BuildSeconds, etcdCell(r.EtcdMB)})
+		}
+	}
+	if res.Index != nil {
+		add("index", res.Index.Rows)
+	}
+	if res.Store != nil {
+		add("store", res.Store.Rows)
+	}
+	return t
+}
+
+// Write writes the result to w in format f. Text formats print each table
+// under a title, the index table's notes holding the fits; JSON is one
+// object {"index": {"rows", "fit", "etcd"}, "store": {"rows", ...}}; CSV
+// is one table of every row (bytes, no fits).
+func (res *MemoryResult) Write(w io.Writer, f report.Format) error {
+	var b bytes.Buffer
+	switch f {
+	case report.FormatJSON:
+		enc := json.NewEncoder(&b)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	case report.FormatCSV:
+		if err := res.machineTable().Write(&b, f); err != nil {
+			return err
+		}
+	default:
+		if res.Index != nil {
+			b.WriteString("Index memory: etcd's in-memory index table, " + indexName(res.Index.Kind) + "\n\n")
+			if err := res.Index.Table().Write(&b, f); err != nil {
+				return err
+			}
+		}
+		if res.Store != nil {
+			if res.Index != nil {
+				b.WriteString("\n")
+			}
+			b.WriteString("Store memory: etcd's overall memory table, whole-process RSS with values on disk\n\n")
+			if err := res.Store.Table().Write(&b, f); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
