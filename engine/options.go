@@ -34,6 +34,22 @@ func checkDeliverable(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
+// pebbleCacheBytes is the size of the Pebble cache that gives Strata a block
+// cache of block_cache_size_mb. Pebble reserves each memtable's full size in
+// its block cache (db.go, newMemTable: Cache.Reserve), so a cache of exactly
+// block_cache_size_mb next to memtables as large (the default: 256 MB each)
+// would hold no blocks at all once the memtables have grown. RocksDB keeps
+// write buffers apart from the block cache; so does Strata, by adding the
+// most memtable memory Pebble can reserve: max_write_buffer_number
+// memtables (the stop-writes threshold) plus the one Pebble keeps for
+// recycling. The reservation takes no memory; it only bounds what the
+// cache may use, so blocks plus memtables stay within block_cache_size_mb
+// plus the memtable budget.
+func pebbleCacheBytes(cfg *config.Config) int64 {
+	memtables := int64(max(2, cfg.MaxWriteBufferNumber) + 1)
+	return cfg.BlockCacheSizeMB<<20 + memtables*(cfg.MemtableSizeMB<<20)
+}
+
 // PebbleOptions converts a validated Config into the Pebble options Strata
 // opens its database with. It is the one place where Config fields become
 // Pebble settings; benchmarks use it to open raw Pebble with identical
@@ -53,7 +69,7 @@ func PebbleOptions(cfg *config.Config) (*pebble.Options, error) {
 	}
 	opts := &pebble.Options{
 		FormatMajorVersion:          pebble.FormatNewest, // MinLZ needs table format v6+
-		Cache:                       pebble.NewCache(cfg.BlockCacheSizeMB << 20),
+		Cache:                       pebble.NewCache(pebbleCacheBytes(cfg)),
 		MemTableSize:                uint64(cfg.MemtableSizeMB) << 20,
 		MemTableStopWritesThreshold: max(2, cfg.MaxWriteBufferNumber),
 		LBaseMaxBytes:               cfg.MaxBytesForLevelBaseMB << 20,
