@@ -30,6 +30,7 @@ import (
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/directio"
+	"github.com/stratadb/strata/tiering"
 	"github.com/stratadb/strata/wal"
 )
 
@@ -66,7 +67,9 @@ type DB struct {
 	fs    vfs.FS
 	walFS *wal.CountingFS
 	// dio is the direct I/O layer, nil unless a use_direct_* option is set.
-	dio    *directio.FS
+	dio *directio.FS
+	// layout spreads tables over db_paths; nil when db_paths is empty.
+	layout *tiering.Layout
 	logger Logger
 	wo     *pebble.WriteOptions
 	notes  []config.Note
@@ -126,6 +129,9 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tableFS, err = db.tiered(tableFS, popts); err != nil {
+		return nil, err
+	}
 	db.walFS = wal.NewCountingFS(tableFS, !cfg.EnableWAL)
 	popts.FS = db.walFS
 	popts.Logger = pebbleLogger{o.Logger}
@@ -149,14 +155,20 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	}
 
 	if err := removeLeftovers(fs, cfg.DBPath); err != nil {
+		db.closeLayout()
 		return nil, err
 	}
 	pdb, err := pebble.Open(cfg.DBPath, popts)
 	if err != nil {
+		db.closeLayout()
 		return nil, fmt.Errorf("engine: open %q: %w", cfg.DBPath, err)
 	}
 	db.pdb = pdb
+	if db.layout != nil {
+		db.layout.Attach(pdb)
+	}
 	if err := db.writeOptionsFile(); err != nil {
+		db.closeLayout()
 		_ = pdb.Close()
 		return nil, err
 	}
@@ -166,7 +178,11 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 
 // writeOptionsFile replaces db_path/OPTIONS-rocksdb atomically.
 func (db *DB) writeOptionsFile() error {
-	if err := writeFileAtomic(db.fs, db.cfg.DBPath, config.RocksDBOptionsFileName, []byte(db.cfg.RocksDBOptions())); err != nil {
+	text := db.cfg.RocksDBOptions()
+	if db.layout != nil {
+		text += "\n# strata: level-to-path map at open (db_paths index per level, L0 first; it follows the LSM as it grows): " + db.layout.Stats().Plan.String() + "\n"
+	}
+	if err := writeFileAtomic(db.fs, db.cfg.DBPath, config.RocksDBOptionsFileName, []byte(text)); err != nil {
 		return fmt.Errorf("engine: write %s: %w", db.fs.PathJoin(db.cfg.DBPath, config.RocksDBOptionsFileName), err)
 	}
 	return nil
@@ -243,6 +259,7 @@ func (db *DB) Close() error {
 	if !db.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	db.closeLayout()
 	return db.pdb.Close()
 }
 
@@ -396,6 +413,9 @@ func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
 	}
 	if user != nil {
 		own = pebble.TeeEventListener(own, *user)
+	}
+	if db.layout != nil {
+		own = pebble.TeeEventListener(db.layout.EventListener(), own)
 	}
 	own.EnsureDefaults(nil)
 	return &own

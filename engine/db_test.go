@@ -360,9 +360,11 @@ func TestOpenRejects(t *testing.T) {
 		key    string
 	}{
 		{"universal", func(c *config.Config) { c.UseUniversalCompaction = true }, ErrCannotDeliver, "use_universal_compaction"},
-		{"two db_paths", func(c *config.Config) {
-			c.DBPaths = []config.DBPath{{Path: c.DBPath, TargetSizeBytes: 1 << 30}, {Path: c.DBPath + "-cold", TargetSizeBytes: 1 << 30}}
-		}, ErrNotSupportedYet, "db_paths"},
+		{"db_paths not writable", func(c *config.Config) {
+			blocker := filepath.Join(filepath.Dir(c.DBPath), "a-file")
+			_ = os.WriteFile(blocker, nil, 0o644)
+			c.DBPaths = []config.DBPath{{Path: c.DBPath, TargetSizeBytes: 1 << 30}, {Path: filepath.Join(blocker, "cold"), TargetSizeBytes: 1 << 30}}
+		}, nil, "db_paths[1]"},
 		{"invalid", func(c *config.Config) { c.MemtableSizeMB = -4 }, nil, "memtable_size_mb"},
 	}
 	for _, c := range cases {

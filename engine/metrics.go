@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/tiering"
 	"github.com/stratadb/strata/wal"
 )
 
@@ -36,6 +37,10 @@ type Metrics struct {
 	Compaction CompactionMetrics
 	Rewrites   RewriteMetrics
 	DirectIO   DirectIOMetrics
+	// Tiering describes the tiered layout over db_paths: per path the files,
+	// bytes, target, fill and levels, the level-to-path map and the mover's
+	// counts. nil when db_paths is empty.
+	Tiering *tiering.Stats
 
 	// MemTableBytes and MemTableCount describe the memtables in memory.
 	MemTableBytes uint64
@@ -179,6 +184,9 @@ func (db *DB) Metrics() (*Metrics, error) {
 	}
 	m.Rewrites = db.rewrite.load()
 	m.DirectIO = db.directIOMetrics()
+	if ts, ok := db.Tiering(); ok {
+		m.Tiering = &ts
+	}
 	m.MemTableBytes, m.MemTableCount = pm.MemTable.Size, pm.MemTable.Count
 	m.OpenSnapshots = db.openSnapshots.Load()
 	return m, nil

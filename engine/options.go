@@ -10,28 +10,18 @@ import (
 	"github.com/stratadb/strata/config"
 )
 
-// ErrNotSupportedYet is returned by Open for a setting whose feature Strata
-// has not built yet; the error names the key.
-var ErrNotSupportedYet = errors.New("engine: not supported yet")
-
 // ErrCannotDeliver is returned by Open for a setting whose behaviour no
 // Pebble-based engine can deliver; the error names the key and what to use
 // instead.
 var ErrCannotDeliver = errors.New("engine: setting cannot be delivered")
 
-// checkDeliverable rejects settings Strata cannot honour (yet). It runs after
+// checkDeliverable rejects settings Strata cannot honour. It runs after
 // Validate, so every value is in range.
 func checkDeliverable(cfg *config.Config) error {
-	var errs []error
 	if cfg.UseUniversalCompaction {
-		errs = append(errs, fmt.Errorf("%w: use_universal_compaction = true: Pebble has only leveled compaction; set use_universal_compaction = false (leveled, with dynamic level sizes)", ErrCannotDeliver))
+		return fmt.Errorf("%w: use_universal_compaction = true: Pebble has only leveled compaction; set use_universal_compaction = false (leveled, with dynamic level sizes)", ErrCannotDeliver)
 	}
-	if len(cfg.DBPaths) > 1 {
-		errs = append(errs, fmt.Errorf("%w: db_paths has %d entries: the tiered layout is not built yet; list at most one path, equal to db_path", ErrNotSupportedYet, len(cfg.DBPaths)))
-	} else if len(cfg.DBPaths) == 1 && !samePath(cfg.DBPaths[0].Path, cfg.DBPath) {
-		errs = append(errs, fmt.Errorf("%w: db_paths[0].path = %q differs from db_path = %q: table files outside db_path need the tiered layout, which is not built yet", ErrNotSupportedYet, cfg.DBPaths[0].Path, cfg.DBPath))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // pebbleCacheBytes is the size of the Pebble cache that gives Strata a block

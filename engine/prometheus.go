@@ -34,13 +34,16 @@ var (
 	descDiskUsage     = prometheus.NewDesc("strata_disk_usage_bytes", "Bytes used on disk by tables, WAL and metadata.", nil, nil)
 	descDirectReads   = prometheus.NewDesc("strata_direct_read_bytes_total", "Bytes read from table files with O_DIRECT.", nil, nil)
 	descDirectWrites  = prometheus.NewDesc("strata_direct_write_bytes_total", "Bytes written to table files with O_DIRECT.", nil, nil)
+	descPathBytes     = prometheus.NewDesc("strata_path_bytes", "Bytes of table files in a db_paths directory.", []string{"path"}, nil)
+	descPathFill      = prometheus.NewDesc("strata_path_fill_ratio", "Bytes in a db_paths directory over its target size.", []string{"path"}, nil)
+	descMovedBytes    = prometheus.NewDesc("strata_tier_moved_bytes_total", "Bytes the tiering mover copied between paths.", nil, nil)
 	descOpenSnapshots = prometheus.NewDesc("strata_open_snapshots", "Snapshots not yet closed.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLevelTables, descLevelBytes, descLevelCodec, descWriteAmp, descCacheHits,
 		descCacheMisses, descCacheBytes, descFilterHits, descFilterMisses, descWALBytes, descWALSyncs, descStalls,
-		descStallSeconds, descCompactions, descDebt, descFlushes, descRewrites, descDiskUsage, descOpenSnapshots, descDirectReads, descDirectWrites} {
+		descStallSeconds, descCompactions, descDebt, descFlushes, descRewrites, descDiskUsage, descOpenSnapshots, descDirectReads, descDirectWrites, descPathBytes, descPathFill, descMovedBytes} {
 		ch <- d
 	}
 }
@@ -81,6 +84,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRewrites, float64(m.Rewrites.Tables))
 	gauge(descDiskUsage, float64(m.DiskUsageBytes))
 	gauge(descOpenSnapshots, float64(m.OpenSnapshots))
+	if t := m.Tiering; t != nil {
+		for _, p := range t.Paths {
+			gauge(descPathBytes, float64(p.Bytes), p.Dir)
+			gauge(descPathFill, p.FillPercent/100, p.Dir)
+		}
+		counter(descMovedBytes, float64(t.MovedBytes))
+	}
 	counter(descDirectReads, float64(m.DirectIO.DirectReadBytes))
 	counter(descDirectWrites, float64(m.DirectIO.DirectWriteBytes))
 }

@@ -75,6 +75,18 @@ func (db *DB) Stats() (string, error) {
 	} else {
 		b.WriteString("Direct I/O: off (buffered reads and writes)\n")
 	}
+	if t := m.Tiering; t != nil {
+		fmt.Fprintf(&b, "Tiered layout (db_paths): level-to-path map %s; mover moved %d files (%.2f MB, %.1f%% of table bytes written), %d failures\n",
+			t.Plan.String(), t.MovedFiles, mb(t.MovedBytes), 100*t.MovedShare(), t.MoveFailures)
+		for i, p := range t.Paths {
+			role := fmt.Sprintf("db_paths[%d]", i)
+			if p.Draining {
+				role = "draining"
+			}
+			fmt.Fprintf(&b, "  %s %s: %d files, %.2f MB of %.2f MB target (%.1f%%), levels %v\n",
+				role, p.Dir, p.Files, mb(p.Bytes), mb(int64(p.TargetSize)), p.FillPercent, p.Levels)
+		}
+	}
 	fmt.Fprintf(&b, "Memtables: %d, %.2f MB; open snapshots: %d; disk usage %.2f MB\n", m.MemTableCount, mb(int64(m.MemTableBytes)), m.OpenSnapshots, mb(int64(m.DiskUsageBytes)))
 	if len(m.NotApplicable) > 0 {
 		b.WriteString("Settings without effect on Pebble:\n")

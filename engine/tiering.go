@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/tiering"
+)
+
+// tiered puts the tiered layout (package tiering) over fs when db_paths is
+// set: table files are created in the path their level belongs to, a
+// background mover relocates tables whose level changed, and metadata stays
+// in db_path. Each db_paths directory is created and, under direct I/O,
+// probed first.
+func (db *DB) tiered(fs vfs.FS, popts *pebble.Options) (vfs.FS, error) {
+	cfg := db.cfg
+	if len(cfg.DBPaths) == 0 {
+		return fs, nil
+	}
+	paths := make([]tiering.Path, len(cfg.DBPaths))
+	for i, p := range cfg.DBPaths {
+		paths[i] = tiering.Path{Dir: p.Path, TargetSize: p.TargetSizeBytes}
+	}
+	layout, err := tiering.New(fs, cfg.DBPath, paths, tiering.Options{
+		Shape:  tiering.ShapeOf(popts),
+		Logger: pebbleLogger{db.logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if db.dio != nil {
+		for i, p := range cfg.DBPaths {
+			if err := db.dio.Probe(p.Path); err != nil {
+				_ = layout.Close()
+				return nil, fmt.Errorf("engine: db_paths[%d].path: %w (set direct_io_fallback = true to use buffered I/O there)", i, err)
+			}
+		}
+	}
+	db.layout = layout
+	return layout.FS(), nil
+}
+
+func (db *DB) closeLayout() {
+	if db.layout != nil {
+		_ = db.layout.Close()
+	}
+}
+
+// Tiering returns the tiered layout's statistics: per path the files, bytes,
+// target, fill and levels placed there, the level-to-path map and the
+// mover's counts. ok is false when db_paths is empty.
+func (db *DB) Tiering() (stats tiering.Stats, ok bool) {
+	if db.layout == nil {
+		return tiering.Stats{}, false
+	}
+	return db.layout.Stats(), true
+}

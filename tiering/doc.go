@@ -1,0 +1,47 @@
+// Package tiering spreads Pebble's table files over several directories by
+// level, as RocksDB's db_paths does, using only Pebble's public hooks: a
+// vfs.FS of its own given to Pebble, and Pebble's EventListener.
+//
+//	layout, err := tiering.New(vfs.Default, "/nvme/db", []tiering.Path{
+//		{Dir: "/nvme/db", TargetSize: 100 << 30},   // hot: L0 and the upper levels
+//		{Dir: "/hdd/db", TargetSize: 4 << 40},      // cold: the rest
+//	}, tiering.Options{Shape: tiering.ShapeOf(opts)})
+//	if err != nil { ... }                         // each problem names db_paths[i]
+//	opts.FS = layout.FS()
+//	opts.EventListener = pebble.TeeEventListener(layout.EventListener(), mine)
+//	db, err := pebble.Open("/nvme/db", opts)
+//	layout.Attach(db)                             // placement follows the LSM; the mover starts
+//	...
+//	layout.Close()                                // stop the mover, then
+//	db.Close()
+//
+// # Placement
+//
+// Each level gets a target size as Pebble's compaction picker computes it
+// (LevelTargets); the levels are walked from L0 down and laid over the paths
+// in order, each path taking levels until its target is used, the last path
+// taking the rest (Place). Unlike RocksDB, a level that does not fit whole in
+// a path's remaining capacity is split rather than pushed to the next path,
+// so a path smaller than one level is still used (rocksdb#10841). See
+// docs/tiering.md for the rule with a worked example.
+//
+// # Creation in the right path
+//
+// Pebble's FS.Create learns only a file's name. The layout creates a table
+// as a placeholder in path 0; the TableCreated event, fired on the same
+// goroutine after Create and before the first byte, maps the file to its
+// job's output level (from FlushBegin or CompactionBegin); at the first
+// write the file moves its descriptor to the chosen path with dup3(2).
+//
+// # The mover
+//
+// After each flush and compaction the mover compares every table's level and
+// path with the plan and relocates the misplaced ones (a move compaction
+// changes a table's level without rewriting it; the plan shifts as the
+// database grows; db_paths may change between opens). A move copies, syncs,
+// renames into place, syncs the directory, switches the map and only then
+// removes the old copy; New cleans up after a crash at any step.
+//
+// Metadata (MANIFEST, OPTIONS, LOCK, markers) stays in the directory given
+// to pebble.Open; the WAL goes wherever Options.WALDir says.
+package tiering

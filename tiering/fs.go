@@ -1,0 +1,364 @@
+package tiering
+
+import (
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/cockroachdb/errors/oserror"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// tieredFS is the vfs.FS given to Pebble. Names of table and blob files
+// directly under db_path resolve to the location the layout's map gives;
+// every other name passes through to the base FS.
+type tieredFS struct {
+	l *Layout
+}
+
+var _ vfs.FS = (*tieredFS)(nil)
+
+// managed returns the base name of name when it is a table or blob file
+// under db_path.
+func (fs *tieredFS) managed(name string) (string, fileKind, bool) {
+	l := fs.l
+	base := l.base.PathBase(name)
+	_, kind := parseName(base)
+	if kind == kindOther {
+		return "", kindOther, false
+	}
+	if l.canon(l.base.PathDir(name)) != l.dbDirKey {
+		return "", kindOther, false
+	}
+	return base, kind, true
+}
+
+func (fs *tieredFS) isDBDir(dir string) bool { return fs.l.canon(dir) == fs.l.dbDirKey }
+
+// lookup returns the location of file name, and whether it is known.
+func (l *Layout) lookup(name string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.files[name]; ok {
+		return e.loc, true
+	}
+	return 0, false
+}
+
+// withLocation runs op on the physical path of file name. If op finds no
+// file and the mover switched the file to another location meanwhile, op
+// runs again there: a reader resolving a table during a move never sees it
+// missing.
+func (l *Layout) withLocation(name string, op func(path string) error) error {
+	loc, _ := l.lookup(name)
+	for attempt := 0; ; attempt++ {
+		err := op(l.physical(loc, name))
+		if err == nil || !oserror.IsNotExist(err) || attempt >= 3 {
+			return err
+		}
+		now, ok := l.lookup(name)
+		if !ok || now == loc {
+			return err
+		}
+		loc = now
+	}
+}
+
+// Create creates a file. A table or blob file is created as a placeholder
+// in path 0 and placed by level at its first write (see tableFile).
+func (fs *tieredFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	base, kind, ok := fs.managed(name)
+	if !ok {
+		return fs.l.base.Create(name, category)
+	}
+	l := fs.l
+	// Create replaces an existing file of that name, wherever it is (the
+	// base FS's Create replaces one in path 0 itself).
+	if loc, ok := l.lookup(base); ok && loc != 0 {
+		if err := fs.removeManaged(base); err != nil && !oserror.IsNotExist(err) {
+			return nil, err
+		}
+	}
+	l.markDirty(0)
+	f, err := l.base.Create(l.physical(0, base), category)
+	if err != nil {
+		return nil, err
+	}
+	num, _ := parseName(base)
+	l.mu.Lock()
+	l.files[base] = &fileEntry{loc: 0, creating: true, level: -1}
+	l.mu.Unlock()
+	l.created.Add(1)
+	return &tableFile{l: l, name: base, num: num, kind: kind, category: category, inner: f}, nil
+}
+
+// Link creates newname as a hard link to oldname. A table linked into
+// db_path (ingestion) lands in the location of its source table, or in path
+// 0 when the source is outside the layout.
+func (fs *tieredFS) Link(oldname, newname string) error {
+	l := fs.l
+	oldBase, _, oldManaged := fs.managed(oldname)
+	newBase, _, newManaged := fs.managed(newname)
+	switch {
+	case !oldManaged && !newManaged:
+		return l.base.Link(oldname, newname)
+	case oldManaged && !newManaged:
+		return l.withLocation(oldBase, func(p string) error { return l.base.Link(p, newname) })
+	case !oldManaged && newManaged:
+		l.markDirty(0)
+		if err := l.base.Link(oldname, l.physical(0, newBase)); err != nil {
+			return err
+		}
+		l.record(newBase, 0)
+		return nil
+	default:
+		var loc int
+		err := l.withLocation(oldBase, func(p string) error {
+			loc, _ = l.lookup(oldBase)
+			l.markDirty(loc)
+			return l.base.Link(p, l.physical(loc, newBase))
+		})
+		if err == nil {
+			l.record(newBase, loc)
+		}
+		return err
+	}
+}
+
+// record maps name to loc with its current size.
+func (l *Layout) record(name string, loc int) {
+	var size int64
+	if fi, err := l.base.Stat(l.physical(loc, name)); err == nil {
+		size = fi.Size()
+	}
+	l.mu.Lock()
+	l.files[name] = &fileEntry{loc: loc, size: size, level: -1}
+	l.mu.Unlock()
+}
+
+// Open opens a file for reading, a table wherever it lives.
+func (fs *tieredFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	base, _, ok := fs.managed(name)
+	if !ok {
+		return fs.l.base.Open(name, opts...)
+	}
+	var f vfs.File
+	err := fs.l.withLocation(base, func(p string) error {
+		var err error
+		f, err = fs.l.base.Open(p, opts...)
+		return err
+	})
+	return f, err
+}
+
+// OpenReadWrite opens a file for reading and writing, creating it if
+// missing (a new table goes to path 0).
+func (fs *tieredFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	base, _, ok := fs.managed(name)
+	if !ok {
+		return fs.l.base.OpenReadWrite(name, category, opts...)
+	}
+	l := fs.l
+	if _, known := l.lookup(base); !known {
+		f, err := l.base.OpenReadWrite(l.physical(0, base), category, opts...)
+		if err == nil {
+			l.record(base, 0)
+		}
+		return f, err
+	}
+	var f vfs.File
+	err := l.withLocation(base, func(p string) error {
+		var err error
+		f, err = l.base.OpenReadWrite(p, category, opts...)
+		return err
+	})
+	return f, err
+}
+
+// OpenDir opens a directory for syncing. db_path's handle syncs every
+// location, so a table created in another path is durable when Pebble syncs
+// db_path.
+func (fs *tieredFS) OpenDir(name string) (vfs.File, error) {
+	if !fs.isDBDir(name) {
+		return fs.l.base.OpenDir(name)
+	}
+	d, err := fs.l.base.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return &multiDir{File: d, l: fs.l}, nil
+}
+
+// Remove removes a file; a table is removed from wherever it lives.
+func (fs *tieredFS) Remove(name string) error {
+	base, _, ok := fs.managed(name)
+	if !ok {
+		return fs.l.base.Remove(name)
+	}
+	return fs.removeManaged(base)
+}
+
+// removeManaged unmaps table name, then removes it. A mover copying it
+// finds it unmapped at its switch and drops its copy.
+func (fs *tieredFS) removeManaged(name string) error {
+	l := fs.l
+	l.mu.Lock()
+	e, ok := l.files[name]
+	delete(l.files, name)
+	l.mu.Unlock()
+	if !ok {
+		return l.base.Remove(l.physical(0, name))
+	}
+	l.markDirty(e.loc)
+	return l.base.Remove(l.physical(e.loc, name))
+}
+
+// RemoveAll removes a directory tree; for db_path, the tables in the other
+// locations go too.
+func (fs *tieredFS) RemoveAll(name string) error {
+	l := fs.l
+	if fs.isDBDir(name) {
+		l.mu.Lock()
+		var names []string
+		for n := range l.files {
+			names = append(names, n)
+		}
+		l.mu.Unlock()
+		for _, n := range names {
+			if err := fs.removeManaged(n); err != nil && !oserror.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return l.base.RemoveAll(name)
+}
+
+// Rename renames a file. Renaming a table keeps it in its location; a file
+// renamed into db_path as a table lands in path 0.
+func (fs *tieredFS) Rename(oldname, newname string) error {
+	l := fs.l
+	oldBase, _, oldManaged := fs.managed(oldname)
+	newBase, _, newManaged := fs.managed(newname)
+	switch {
+	case !oldManaged && !newManaged:
+		return l.base.Rename(oldname, newname)
+	case !oldManaged && newManaged:
+		l.markDirty(0)
+		if err := l.base.Rename(oldname, l.physical(0, newBase)); err != nil {
+			return err
+		}
+		l.record(newBase, 0)
+		return nil
+	case oldManaged && !newManaged:
+		err := l.withLocation(oldBase, func(p string) error {
+			loc, _ := l.lookup(oldBase)
+			l.markDirty(loc)
+			return l.base.Rename(p, newname)
+		})
+		if err == nil {
+			l.mu.Lock()
+			delete(l.files, oldBase)
+			l.mu.Unlock()
+		}
+		return err
+	default:
+		var loc int
+		err := l.withLocation(oldBase, func(p string) error {
+			loc, _ = l.lookup(oldBase)
+			l.markDirty(loc)
+			return l.base.Rename(p, l.physical(loc, newBase))
+		})
+		if err == nil {
+			l.mu.Lock()
+			if e, ok := l.files[oldBase]; ok {
+				delete(l.files, oldBase)
+				l.files[newBase] = e
+			}
+			l.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// ReuseForWrite passes through: Pebble recycles only WAL files.
+func (fs *tieredFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	return fs.l.base.ReuseForWrite(oldname, newname, category)
+}
+
+func (fs *tieredFS) MkdirAll(dir string, perm os.FileMode) error {
+	return fs.l.base.MkdirAll(dir, perm)
+}
+
+func (fs *tieredFS) Lock(name string) (io.Closer, error) { return fs.l.base.Lock(name) }
+
+// List lists a directory. db_path lists as its own files other than tables,
+// plus every table of every location.
+func (fs *tieredFS) List(dir string) ([]string, error) {
+	l := fs.l
+	names, err := l.base.List(dir)
+	if err != nil || !fs.isDBDir(dir) {
+		return names, err
+	}
+	out := names[:0]
+	for _, n := range names {
+		if _, kind := parseName(n); kind != kindOther || strings.HasSuffix(n, tempSuffix) || n == pathsFile+".tmp" {
+			continue
+		}
+		out = append(out, n)
+	}
+	l.mu.Lock()
+	for n := range l.files {
+		out = append(out, n)
+	}
+	l.mu.Unlock()
+	sort.Strings(out)
+	return out, nil
+}
+
+// Stat describes a file, a table wherever it lives.
+func (fs *tieredFS) Stat(name string) (vfs.FileInfo, error) {
+	base, _, ok := fs.managed(name)
+	if !ok {
+		return fs.l.base.Stat(name)
+	}
+	var fi vfs.FileInfo
+	err := fs.l.withLocation(base, func(p string) error {
+		var err error
+		fi, err = fs.l.base.Stat(p)
+		return err
+	})
+	return fi, err
+}
+
+func (fs *tieredFS) PathBase(path string) string    { return fs.l.base.PathBase(path) }
+func (fs *tieredFS) PathJoin(elem ...string) string { return fs.l.base.PathJoin(elem...) }
+func (fs *tieredFS) PathDir(path string) string     { return fs.l.base.PathDir(path) }
+func (fs *tieredFS) Unwrap() vfs.FS                 { return fs.l.base }
+func (fs *tieredFS) GetDiskUsage(path string) (vfs.DiskUsage, error) {
+	return fs.l.base.GetDiskUsage(path)
+}
+
+// multiDir is db_path's directory handle; Sync also syncs every location
+// whose entries changed since its last sync (Pebble syncs db_path after
+// creating or removing tables).
+type multiDir struct {
+	vfs.File
+	l *Layout
+}
+
+func (d *multiDir) Sync() error {
+	err := d.File.Sync()
+	for i, loc := range d.l.locs {
+		if d.l.canon(loc.dir) == d.l.dbDirKey || !d.l.dirty[i].Swap(false) {
+			continue
+		}
+		if serr := syncDirOf(d.l.base, loc.dir); serr != nil {
+			d.l.dirty[i].Store(true)
+			if err == nil {
+				err = serr
+			}
+		}
+	}
+	return err
+}

@@ -1,0 +1,133 @@
+package tiering
+
+import "github.com/cockroachdb/pebble/v2"
+
+// EventListener returns the callbacks the layout needs from Pebble. Tee it
+// into the database's listener:
+//
+//	opts.EventListener = pebble.TeeEventListener(layout.EventListener(), mine)
+//
+// FlushBegin and CompactionBegin tell each job's output level;
+// TableCreated and BlobFileCreated map the job's new files to it (read at
+// the files' first write, see tableFile); the End events and TableIngested
+// wake the mover, since a move compaction or an ingestion changes a table's
+// level without writing it.
+func (l *Layout) EventListener() pebble.EventListener {
+	return pebble.EventListener{
+		FlushBegin: func(info pebble.FlushInfo) { l.jobBegin(info.JobID, 0, nil) },
+		FlushEnd:   func(info pebble.FlushInfo) { l.jobEnd(info.JobID) },
+		CompactionBegin: func(info pebble.CompactionInfo) {
+			l.jobBegin(info.JobID, info.Output.Level, info.Input)
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) { l.jobEnd(info.JobID) },
+		TableCreated: func(info pebble.TableCreateInfo) {
+			l.fileCreated(info.JobID, uint64(info.FileNum))
+		},
+		BlobFileCreated: func(info pebble.BlobFileCreateInfo) {
+			l.fileCreated(info.JobID, uint64(info.FileNum))
+		},
+		TableIngested: func(pebble.TableIngestInfo) { l.wake() },
+	}
+}
+
+func (l *Layout) jobBegin(id, level int, inputs []pebble.LevelInfo) {
+	j := &job{
+		level:    level,
+		inputs:   make(map[string]bool),
+		leaving:  make(map[int]int64),
+		arriving: make(map[int]int64),
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, in := range inputs {
+		for _, t := range in.Tables {
+			name := tableName(uint64(t.FileNum))
+			j.inputs[name] = true
+			if in.Level != level {
+				continue
+			}
+			if e, ok := l.files[name]; ok {
+				j.leaving[e.loc] += e.size
+			}
+		}
+	}
+	l.jobs[id] = j
+}
+
+func (l *Layout) jobEnd(id int) {
+	l.mu.Lock()
+	if j, ok := l.jobs[id]; ok {
+		for _, num := range j.files {
+			delete(l.pending, num)
+			delete(l.fileJob, num)
+		}
+		delete(l.jobs, id)
+	}
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *Layout) fileCreated(jobID int, num uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	j, ok := l.jobs[jobID]
+	if !ok {
+		return
+	}
+	l.pending[num] = j.level
+	l.fileJob[num] = jobID
+	j.files = append(j.files, num)
+}
+
+// choosePath returns the path a new file of a known level goes to, and
+// whether its level is known. The file's estimated size (the level's
+// target file size) counts against the path's share until the job ends.
+func (l *Layout) choosePath(name string, num uint64) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	level, ok := l.pending[num]
+	if !ok {
+		return 0, false
+	}
+	if e, ok := l.files[name]; ok {
+		e.level = level
+	}
+	est := l.shape.targetFileSize(level, l.plan.BaseLevel)
+	to := l.plan.firstFit(level, 0, est, func(p int) int64 { return l.effUsageLocked(level, p) })
+	if j, ok := l.jobs[l.fileJob[num]]; ok {
+		j.arriving[to] += est
+	}
+	return to, true
+}
+
+// effUsageLocked estimates the bytes of level on location loc: the last
+// scan's count, less the inputs of running jobs that write level (they are
+// being rewritten), plus those jobs' outputs placed so far.
+func (l *Layout) effUsageLocked(level, loc int) int64 {
+	u := l.usage[level][loc]
+	for _, j := range l.jobs {
+		if j.level != level {
+			continue
+		}
+		u += j.arriving[loc] - j.leaving[loc]
+	}
+	return max(u, 0)
+}
+
+// inputsLocked reports whether name is an input of a running job.
+func (l *Layout) inputLocked(name string) bool {
+	for _, j := range l.jobs {
+		if j.inputs[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// wake asks the mover for a pass; it never blocks.
+func (l *Layout) wake() {
+	select {
+	case l.wakeCh <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tiering
+
+const raceEnabled = false

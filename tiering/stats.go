@@ -1,0 +1,144 @@
+package tiering
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+)
+
+// PathStats describes one table directory.
+type PathStats struct {
+	// Dir is the directory.
+	Dir string
+	// TargetSize is the configured target in bytes; 0 for a draining
+	// directory.
+	TargetSize uint64
+	// Draining is set for a directory no longer in db_paths (or db_path when
+	// it is not a path) whose tables the mover is moving out.
+	Draining bool
+	// Files and Bytes count the table and blob files living here.
+	Files int
+	Bytes int64
+	// FillPercent is Bytes as a percentage of TargetSize (0 when draining).
+	FillPercent float64
+	// Levels lists the levels with a share on this path in the current plan.
+	Levels []int
+	// MovedInFiles, MovedInBytes, MovedOutFiles and MovedOutBytes count the
+	// mover's completed moves into and out of this path.
+	MovedInFiles, MovedInBytes   int64
+	MovedOutFiles, MovedOutBytes int64
+	// MoveFailures counts moves into this path that failed (and were rolled
+	// back, or left an old copy to remove later).
+	MoveFailures int64
+}
+
+// Stats is a snapshot of the layout.
+type Stats struct {
+	// Paths lists the configured paths in order, then draining directories.
+	Paths []PathStats
+	// Plan is the current placement plan; LevelPaths its level-to-path map.
+	Plan       Plan
+	LevelPaths [NumLevels]int
+	// CreatedFiles counts table and blob files Pebble created through the
+	// FS, CreatedBytes the bytes written to them.
+	CreatedFiles, CreatedBytes int64
+	// PlacedAtCreation counts files whose level was known at their first
+	// write, so they were written in their path directly; PlacedInFirstPath
+	// counts those whose level was not known (left in path 0 for the mover).
+	PlacedAtCreation, PlacedInFirstPath int64
+	// MovedFiles, MovedBytes and MoveFailures total the mover's work.
+	MovedFiles, MovedBytes, MoveFailures int64
+	// MovedBytesByReason splits MovedBytes by MoveReason.
+	MovedBytesByReason [numMoveReasons]int64
+	// Recovery is what New cleaned up after an interrupted move.
+	Recovery RecoveryStats
+}
+
+// MovedShare is MovedBytes as a fraction of CreatedBytes: the extra writes
+// the mover costs relative to what Pebble wrote.
+func (s Stats) MovedShare() float64 {
+	if s.CreatedBytes == 0 {
+		return 0
+	}
+	return float64(s.MovedBytes) / float64(s.CreatedBytes)
+}
+
+// Stats returns a snapshot of per-path usage, the plan and the mover's
+// counts.
+func (l *Layout) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Stats{
+		Plan:               l.plan,
+		LevelPaths:         l.plan.LevelPaths(),
+		CreatedFiles:       l.created.Load(),
+		CreatedBytes:       l.createdBytes.Load(),
+		PlacedAtCreation:   l.placedKnown.Load(),
+		PlacedInFirstPath:  l.placedFirst.Load(),
+		MovedFiles:         l.movedFiles.Load(),
+		MovedBytes:         l.movedBytes.Load(),
+		MoveFailures:       l.moveFailures.Load(),
+		Recovery:           l.recovered,
+		MovedBytesByReason: l.movedByReason,
+	}
+	s.Paths = make([]PathStats, len(l.locs))
+	for i, loc := range l.locs {
+		c := l.pstats[i]
+		s.Paths[i] = PathStats{
+			Dir:           loc.dir,
+			TargetSize:    loc.target,
+			Draining:      loc.drain,
+			MovedInFiles:  c.movedInFiles,
+			MovedInBytes:  c.movedInBytes,
+			MovedOutFiles: c.movedOutFiles,
+			MovedOutBytes: c.movedOutBytes,
+			MoveFailures:  c.failures,
+		}
+		if !loc.drain {
+			s.Paths[i].Levels = l.plan.PathLevels(i)
+		}
+	}
+	for _, e := range l.files {
+		s.Paths[e.loc].Files++
+		s.Paths[e.loc].Bytes += e.size
+	}
+	for i := range s.Paths {
+		if t := s.Paths[i].TargetSize; t > 0 {
+			s.Paths[i].FillPercent = 100 * float64(s.Paths[i].Bytes) / float64(t)
+		}
+	}
+	return s
+}
+
+// String renders the stats as an aligned table, one row per path.
+func (s Stats) String() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "path\tdir\tfiles\tbytes\ttarget\tfill\tlevels\tmoved in\tmoved out\tfailures")
+	for i, p := range s.Paths {
+		target, fill := humanBytes(p.TargetSize), fmt.Sprintf("%.0f%%", p.FillPercent)
+		if p.Draining {
+			target, fill = "draining", "-"
+		}
+		levels := make([]string, len(p.Levels))
+		for j, lv := range p.Levels {
+			levels[j] = fmt.Sprintf("L%d", lv)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d (%s)\t%d (%s)\t%d\n", i, p.Dir, p.Files, humanBytes(uint64(max(p.Bytes, 0))),
+			target, fill, strings.Join(levels, ","), p.MovedInFiles, humanBytes(uint64(p.MovedInBytes)),
+			p.MovedOutFiles, humanBytes(uint64(p.MovedOutBytes)), p.MoveFailures)
+	}
+	_ = w.Flush()
+	fmt.Fprintf(&b, "plan: %s\n", s.Plan)
+	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation, %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
+		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedInFirstPath,
+		s.MovedFiles, humanBytes(uint64(s.MovedBytes)), 100*s.MovedShare(), s.MoveFailures)
+	if s.MovedBytes > 0 {
+		b.WriteString("moved by reason:")
+		for r, n := range s.MovedBytesByReason {
+			fmt.Fprintf(&b, " %s %s", MoveReason(r), humanBytes(uint64(n)))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
