@@ -1,0 +1,43 @@
+package keyindex
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchKeys returns n distinct keys of size bytes in a scrambled order, as
+// internal/memtable makes them.
+func benchKeys(n, size int) [][]byte {
+	r := rand.New(rand.NewPCG(uint64(n), uint64(size)))
+	keys := make([][]byte, n)
+	for i := range keys {
+		b := make([]byte, size)
+		binary.BigEndian.PutUint64(b, uint64(i)*0x9E3779B97F4A7C15+0x7F4A7C159E3779B9)
+		for j := 8; j < size; j += 8 {
+			binary.LittleEndian.PutUint64(b[j:], r.Uint64())
+		}
+		keys[i] = b
+	}
+	return keys
+}
+
+// BenchmarkPut puts 100k distinct 64-byte keys, then further versions of
+// them round-robin; one op is one Put.
+func BenchmarkPut(b *testing.B) { benchmarkPut(b, 100000) }
+
+// BenchmarkPut1M is BenchmarkPut with 1M keys; -benchtime 5000000x is the
+// tune memory row of 1M keys x 5 versions x 64 B.
+func BenchmarkPut1M(b *testing.B) { benchmarkPut(b, 1000000) }
+
+func benchmarkPut(b *testing.B, n int) {
+	keys := benchKeys(n, 64)
+	ix := New()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := ix.Put(keys[i%len(keys)], Revision{Main: int64(i + 1)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
