@@ -97,15 +97,6 @@ func cutLevel(name string) (string, bool) {
 	return "", false
 }
 
-// MustParseCodec is ParseCodec for constants in code; it panics on a bad name.
-func MustParseCodec(s string) Codec {
-	c, err := ParseCodec(s)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}
-
 // String returns the canonical config-file spelling: zstd carries its level
 // unless it is the default ("zstd", "zstd:6").
 func (c Codec) String() string {
@@ -156,22 +147,6 @@ func (c Codec) PebbleProfile() *sstable.CompressionProfile {
 		return &p
 	default:
 		return sstable.NoCompression
-	}
-}
-
-// TableName returns the name Pebble records in a table's
-// rocksdb.compression property for data compressed with this codec's
-// effective algorithm ("NoCompression", "Snappy", "ZSTD", "MinLZ").
-func (c Codec) TableName() string {
-	switch c.Effective().Algorithm {
-	case Snappy:
-		return "Snappy"
-	case MinLZ:
-		return "MinLZ"
-	case Zstd:
-		return "ZSTD"
-	default:
-		return "NoCompression"
 	}
 }
 
