@@ -115,7 +115,7 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if err := fs.MkdirAll(cfg.DBPath, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: db_path = %q: cannot create the directory: %w", cfg.DBPath, err)
 	}
-	popts, err := PebbleOptions(cfg)
+	popts, err := pebbleOptions(cfg) // validated above
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,11 @@ func PebbleOptions(cfg *config.Config) (*pebble.Options, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return pebbleOptions(cfg)
+}
+
+// pebbleOptions is PebbleOptions for a config already validated.
+func pebbleOptions(cfg *config.Config) (*pebble.Options, error) {
 	levels, bottom, err := cfg.Codecs()
 	if err != nil {
 		return nil, err
