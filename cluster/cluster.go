@@ -1,0 +1,97 @@
+// Package cluster is the apply path under Strata's client APIs: every write
+// the server accepts is handed to a Node, which orders it, makes it durable
+// and applies it to the state machine (the mvcc store, adapted by the
+// server) on every member in the same order.
+//
+// A single member is a cluster of one behind the same interface (Local):
+// it applies proposals directly, and the engine's WAL with sync = true is
+// the durable log. With a [cluster] section, the Node runs
+// go.etcd.io/raft/v3: proposals go through the raft log, are fsynced on a
+// majority, and are applied in log order on each member; reads that must be
+// linearizable wait on raft's ReadIndex. This is etcd's shape: the v3 API
+// above etcdserver (raft + apply) above storage/mvcc. The server never
+// forks on "clustered or not".
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// StateMachine is what a Node drives. The server implements it over the
+// mvcc store. Apply is called in log order, one entry at a time on one
+// goroutine, with the same commands on every member, so it must be
+// deterministic: the same command on the same state gives the same result
+// and the same new state (no clocks, no randomness, no local config).
+type StateMachine interface {
+	// Apply applies one command at log position index and returns its
+	// result, which Propose hands back to the member that proposed it.
+	// An error that the command itself causes (a compare that fails, a
+	// compacted revision) belongs in the result, not in a panic; Apply
+	// returns a non-nil error only when the state machine can no longer
+	// apply anything (storage failed), which stops the Node.
+	Apply(index uint64, cmd []byte) (result any, err error)
+	// AppliedIndex is the index of the last command applied and made
+	// durable with the state. A restarted member replays the log after it.
+	AppliedIndex() uint64
+	// Snapshot writes the whole state, as of AppliedIndex, to w: what a
+	// member that fell behind the log, or a new member, is sent.
+	Snapshot(w io.Writer) (index uint64, err error)
+	// Restore replaces the whole state with a snapshot written by
+	// Snapshot, taken at index.
+	Restore(r io.Reader, index uint64) error
+}
+
+// Node orders, replicates and applies the writes of one member.
+type Node interface {
+	// Propose submits cmd and returns the result of applying it on this
+	// member, once it is committed and applied here. A context that ends
+	// before that returns its error, and the command's outcome is then
+	// unknown: it may still commit (callers report a timeout, never a
+	// failure). Without a leader it fails with ErrNoLeader.
+	Propose(ctx context.Context, cmd []byte) (result any, err error)
+	// ReadBarrier returns once this member has applied every write
+	// committed before the call: a read served after it is linearizable.
+	ReadBarrier(ctx context.Context) error
+	// Status reports this member's view of the cluster.
+	Status() Status
+	// Members lists the members; AddMember and RemoveMember change them
+	// through the log (one change at a time).
+	Members() []Member
+	AddMember(ctx context.Context, peerURLs []string) (Member, error)
+	RemoveMember(ctx context.Context, id uint64) error
+	// LeaderChanged is signalled (non-blocking, capacity 1) whenever this
+	// member gains or loses leadership; the server expires leases only
+	// while IsLeader, as etcd's lessor does.
+	LeaderChanged() <-chan struct{}
+	// Stop stops the node; in-flight Proposes return ErrStopped.
+	Stop() error
+}
+
+// Status is one member's view, as etcdctl endpoint status shows it.
+type Status struct {
+	ClusterID    uint64
+	MemberID     uint64
+	Leader       uint64 // 0: no leader known
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	IsLeader     bool
+}
+
+// Member is one member of the cluster.
+type Member struct {
+	ID         uint64
+	Name       string
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+}
+
+// Errors a Node returns; the server maps them onto etcd's rpctypes errors.
+var (
+	ErrNoLeader = errors.New("cluster: no leader")
+	ErrStopped  = errors.New("cluster: node stopped")
+	ErrTimeout  = errors.New("cluster: request timed out")
+)
