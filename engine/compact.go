@@ -161,7 +161,7 @@ func (db *DB) rewriteSpan(ctx context.Context, t mismatchedTable) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	path := db.fs.PathJoin(db.cfg.DBPath, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
+	path := db.rewriteTablePath(t.level, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
 	written, n, err := db.writeTable(it, path, t.level)
 	if cerr := it.Close(); err == nil {
 		err = cerr

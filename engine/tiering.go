@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -55,4 +56,20 @@ func (db *DB) Tiering() (stats tiering.Stats, ok bool) {
 		return tiering.Stats{}, false
 	}
 	return db.layout.Stats(), true
+}
+
+// settleLayout runs the tiering mover until every table sits in the path
+// its level belongs to; CompactAll calls it last, so the layout holds its
+// targets when CompactAll returns. Without db_paths it does nothing.
+func (db *DB) settleLayout(ctx context.Context) error {
+	if db.layout == nil {
+		return nil
+	}
+	return db.layout.Rebalance(ctx)
+}
+
+// rewriteTablePath is where the codec rewrite writes the table it ingests
+// into level: name inside the directory that will hold it.
+func (db *DB) rewriteTablePath(level int, name string) string {
+	return db.fs.PathJoin(db.cfg.DBPath, name)
 }
