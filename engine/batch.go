@@ -9,6 +9,8 @@ import (
 type Batch struct {
 	db *DB
 	b  *pebble.Batch
+	// syncPending is set by CommitNoSyncWait until SyncWait.
+	syncPending bool
 }
 
 // NewBatch returns an empty batch.
@@ -51,5 +53,43 @@ func (b *Batch) Commit() error {
 	return b.b.Commit(b.db.wo)
 }
 
-// Close releases the batch; an uncommitted batch is discarded.
-func (b *Batch) Close() error { return b.b.Close() }
+// CommitNoSyncWait applies the batch and makes it visible to readers like
+// Commit, but with sync = true returns before the WAL sync: call SyncWait
+// to wait for it. Writers that commit this way while a sync is in flight
+// share the next one (group commit), where Commit would wait for each
+// sync in turn while holding the caller's locks. With sync = false it is
+// Commit and SyncWait returns at once.
+func (b *Batch) CommitNoSyncWait() error {
+	if err := b.db.check(); err != nil {
+		return err
+	}
+	b.db.writeMu.RLock()
+	defer b.db.writeMu.RUnlock()
+	if !b.db.wo.Sync {
+		return b.b.Commit(b.db.wo)
+	}
+	if err := b.db.pdb.ApplyNoSyncWait(b.b, b.db.wo); err != nil {
+		return err
+	}
+	b.syncPending = true
+	return nil
+}
+
+// SyncWait waits until a batch committed with CommitNoSyncWait is durable
+// and returns the WAL sync's error, if any.
+func (b *Batch) SyncWait() error {
+	if !b.syncPending {
+		return nil
+	}
+	b.syncPending = false
+	return b.b.SyncWait()
+}
+
+// Close releases the batch; an uncommitted batch is discarded. It waits
+// for a pending WAL sync first (Pebble requires it).
+func (b *Batch) Close() error {
+	if b.syncPending {
+		_ = b.SyncWait()
+	}
+	return b.b.Close()
+}
