@@ -129,6 +129,7 @@ const (
 	keyFloat
 	keyBool
 	keyDBPaths
+	keyTable // a section such as [server]: sub holds its keys
 )
 
 // keySpec is one key of a table: its name and type.
@@ -136,6 +137,7 @@ type keySpec struct {
 	name string
 	kind keyKind
 	bits int // keyInt, keyUint: the Go type's size
+	sub  schema
 }
 
 // schema lists the keys of a table in field order.
@@ -173,6 +175,8 @@ func schemaOf(t reflect.Type) schema {
 			spec.kind = keyFloat
 		case reflect.Bool:
 			spec.kind = keyBool
+		case reflect.Struct:
+			spec.kind, spec.sub = keyTable, schemaOf(f.Type)
 		case reflect.Slice:
 			if f.Type.Elem() != reflect.TypeFor[DBPath]() {
 				panic("config: unsupported field " + f.Name)
@@ -254,6 +258,12 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 		if v.kind != kindBool {
 			c.add(key, v, "expected true or false")
 		}
+	case keyTable:
+		if v.kind != kindTable {
+			c.add(key, v, "expected a table (a ["+key+"] section)")
+			return
+		}
+		c.table(key+".", v, spec.sub)
 	case keyDBPaths:
 		switch v.kind {
 		case kindNull: // an empty list

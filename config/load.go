@@ -31,6 +31,11 @@ const (
 // *FieldError entries each name their key (errors.As finds them); a file
 // that cannot be read keeps its *fs.PathError in the chain.
 func Load(path string) (*Config, error) {
+	return load(path, Default())
+}
+
+// load is Load over base instead of Default().
+func load(path string, base *Config) (*Config, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	format := strings.TrimPrefix(ext, ".")
 	if _, err := parseFormat(format); err != nil {
@@ -40,7 +45,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	cfg, err := Parse(data, format)
+	cfg, err := parse(data, format, base)
 	if err != nil {
 		return nil, &prefixedError{prefix: "config: " + path + ": ", err: err}
 	}
@@ -77,6 +82,11 @@ func (e *prefixedError) Unwrap() error { return e.err }
 // Problems of keys and types are reported before, and instead of, the
 // problems Validate would find.
 func Parse(data []byte, format string) (*Config, error) {
+	return parse(data, format, Default())
+}
+
+// parse is Parse over base (which it does not change) instead of Default().
+func parse(data []byte, format string, base *Config) (*Config, error) {
 	f, err := parseFormat(format)
 	if err != nil {
 		return nil, err
@@ -96,7 +106,7 @@ func Parse(data []byte, format string) (*Config, error) {
 	if problems := checkTree(tree); len(problems) > 0 {
 		return nil, &ValidationError{Problems: problems}
 	}
-	cfg := Default()
+	cfg := base.Clone()
 	if len(tree.keys) > 0 {
 		if err := decodeStrict(data, f, cfg); err != nil {
 			return nil, err

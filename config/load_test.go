@@ -61,6 +61,16 @@ func allChanged() *Config {
 		EnableWAL:                        false,
 		Sync:                             false,
 		MaxBackgroundJobs:                8,
+		Server: ServerConfig{
+			Listen:               "0.0.0.0:12379",
+			MaxRequestBytes:      4 << 20,
+			MaxValueBytes:        1 << 20,
+			CertFile:             "/etc/strata/server.pem",
+			KeyFile:              "/etc/strata/server-key.pem",
+			ClientCAFile:         "/etc/strata/ca.pem",
+			MaxConcurrentStreams: 100,
+			MemoryBudgetMB:       256,
+		},
 	}
 }
 

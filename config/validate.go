@@ -36,6 +36,9 @@ func (c *Config) Validate() error {
 	v.codec("compression_bottommost", c.CompressionBottommost)
 	v.between("zstd_level", int64(c.ZstdLevel), 1, compression.MaxZstdLevel)
 	v.between("block_size", int64(c.BlockSize), 1<<10, 1<<20)
+	if c.BottommostBlockSize != 0 && (c.BottommostBlockSize < 1<<10 || c.BottommostBlockSize > 1<<20) {
+		v.add("bottommost_block_size", c.BottommostBlockSize, "must be 0 (block_size) or from 1024 to 1048576")
+	}
 	v.between("block_cache_size_mb", c.BlockCacheSizeMB, 0, 1<<20)
 	if !(c.HighPriPoolRatio >= 0 && c.HighPriPoolRatio <= 1) { // also rejects NaN
 		v.add("high_pri_pool_ratio", c.HighPriPoolRatio, "must be from 0 to 1")
@@ -50,6 +53,7 @@ func (c *Config) Validate() error {
 		v.add("sync", c.Sync, "requires enable_wal = true: sync waits for the write's WAL record")
 	}
 	v.between("max_background_jobs", int64(c.MaxBackgroundJobs), 1, 256)
+	c.Server.validate(&v)
 	if len(v.problems) == 0 {
 		return nil
 	}

@@ -1,0 +1,139 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// ServerConfig is the [server] section: how `strata serve` listens and
+// what it accepts. The engine keys of the same file configure the store it
+// serves; see ServeDefault for the defaults the server changes.
+type ServerConfig struct {
+	// Listen is the host:port the server listens on, serving etcd's v2 keys
+	// API (HTTP/1.1), its v3 gRPC API (HTTP/2), /metrics, /health and
+	// /version on one port, as etcd does. Port 0 picks a free port (the
+	// server prints the address it got). The default value is
+	// "127.0.0.1:2379": loopback only, unless the file says otherwise.
+	Listen string `toml:"listen" yaml:"listen" json:"listen"`
+
+	// MaxRequestBytes is the largest request accepted, in bytes: a v2 body
+	// or a v3 message (etcd's --max-request-bytes; gRPC gets 512 KiB more
+	// for framing, as in etcd). 1 KiB..64 MiB. The default value is
+	// 1572864 (1.5 MiB).
+	MaxRequestBytes int64 `toml:"max_request_bytes" yaml:"max_request_bytes" json:"max_request_bytes"`
+
+	// MaxValueBytes is the largest value a put accepts, in bytes.
+	// 1..1572864 (the store's own limit). The default value is 1572864.
+	MaxValueBytes int64 `toml:"max_value_bytes" yaml:"max_value_bytes" json:"max_value_bytes"`
+
+	// CertFile and KeyFile are the PEM server certificate and key; with
+	// both set the server speaks TLS only (HTTP/1.1 and gRPC, chosen by
+	// ALPN). Both or neither. The default value is "" (plain TCP).
+	CertFile string `toml:"cert_file" yaml:"cert_file" json:"cert_file"`
+	// KeyFile: see CertFile. The default value is "".
+	KeyFile string `toml:"key_file" yaml:"key_file" json:"key_file"`
+
+	// ClientCAFile is a PEM bundle of CAs; when set, every client must
+	// present a certificate signed by one of them (mutual TLS, etcd's
+	// --client-cert-auth with --trusted-ca-file). Requires cert_file. The
+	// default value is "".
+	ClientCAFile string `toml:"client_ca_file" yaml:"client_ca_file" json:"client_ca_file"`
+
+	// MaxConcurrentStreams is the number of concurrent gRPC streams (calls
+	// and watches) one client connection may have open (etcd's
+	// --max-concurrent-streams). 1..4294967295. The default value is
+	// 4294967295, etcd's.
+	MaxConcurrentStreams int64 `toml:"max_concurrent_streams" yaml:"max_concurrent_streams" json:"max_concurrent_streams"`
+
+	// MemoryBudgetMB sizes the engine's memory for serving, in MB: when > 0
+	// it replaces memtable_size_mb, max_write_buffer_number and
+	// block_cache_size_mb with a quarter of the budget per memtable, two
+	// memtables and half of it as block cache (see ApplyMemoryBudget and
+	// docs/server.md). 0 keeps the engine keys as written. 0..1048576. The
+	// default value is 64.
+	MemoryBudgetMB int64 `toml:"memory_budget_mb" yaml:"memory_budget_mb" json:"memory_budget_mb"`
+}
+
+// MaxValueBytesLimit is the largest max_value_bytes: the mvcc store's
+// MaxValueSize (a server test checks they agree; config sits below mvcc).
+const MaxValueBytesLimit = 3 << 19
+
+// defaultServer returns the [server] defaults.
+func defaultServer() ServerConfig {
+	return ServerConfig{
+		Listen:               "127.0.0.1:2379",
+		MaxRequestBytes:      3 << 19,
+		MaxValueBytes:        MaxValueBytesLimit,
+		MaxConcurrentStreams: 1<<32 - 1,
+		MemoryBudgetMB:       64,
+	}
+}
+
+// ServeDefault returns the defaults of `strata serve`: Default() with
+// sync = true, since a server acknowledges writes to clients that cannot
+// tell a lost write from a failed one.
+func ServeDefault() *Config {
+	c := Default()
+	c.Sync = true
+	return c
+}
+
+// LoadServe is Load with ServeDefault() under the file: what
+// `strata serve --config FILE` runs with.
+func LoadServe(path string) (*Config, error) {
+	return load(path, ServeDefault())
+}
+
+// ApplyMemoryBudget sets the engine's memory keys from
+// server.memory_budget_mb, if it is > 0: each of two memtables gets a
+// quarter of the budget and the block cache the other half, so that the
+// memory the engine may hold (two full memtables and a full cache) is the
+// budget. It returns whether it changed c.
+func (c *Config) ApplyMemoryBudget() bool {
+	b := c.Server.MemoryBudgetMB
+	if b <= 0 {
+		return false
+	}
+	c.MemtableSizeMB = max(1, min(b/4, 4095))
+	c.MaxWriteBufferNumber = 2
+	c.BlockCacheSizeMB = max(0, b-2*c.MemtableSizeMB)
+	return true
+}
+
+// validate adds the problems of the [server] section to v.
+func (s *ServerConfig) validate(v *validator) {
+	if err := checkListen(s.Listen); err != nil {
+		v.add("server.listen", s.Listen, err.Error())
+	}
+	v.between("server.max_request_bytes", s.MaxRequestBytes, 1<<10, 64<<20)
+	v.between("server.max_value_bytes", s.MaxValueBytes, 1, MaxValueBytesLimit)
+	if (s.CertFile == "") != (s.KeyFile == "") {
+		if s.CertFile == "" {
+			v.add("server.cert_file", s.CertFile, "must be set when server.key_file is set (TLS needs both)")
+		} else {
+			v.add("server.key_file", s.KeyFile, "must be set when server.cert_file is set (TLS needs both)")
+		}
+	}
+	if s.ClientCAFile != "" && s.CertFile == "" {
+		v.add("server.client_ca_file", s.ClientCAFile, "requires server.cert_file and server.key_file: client certificates are checked over TLS")
+	}
+	v.between("server.max_concurrent_streams", s.MaxConcurrentStreams, 1, 1<<32-1)
+	v.between("server.memory_budget_mb", s.MemoryBudgetMB, 0, 1<<20)
+}
+
+// checkListen requires host:port with a numeric port.
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port, e.g. 127.0.0.1:2379 (%v)", strings.TrimPrefix(err.Error(), "address "+addr+": "))
+	}
+	if strings.ContainsAny(host, " \t\n/") {
+		return fmt.Errorf("host %q is not a host name or IP address", host)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("port %q must be a number from 0 to 65535 (0 picks a free port)", port)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServerSectionLoads(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "strata.toml")
+	file := "db_path = \"/tmp/x\"\n[server]\nlisten = \"127.0.0.1:0\"\nmemory_budget_mb = 128\n"
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadServe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Listen != "127.0.0.1:0" || c.Server.MemoryBudgetMB != 128 || c.Server.MaxRequestBytes != defaultServer().MaxRequestBytes {
+		t.Errorf("server = %+v", c.Server)
+	}
+	if !c.Sync {
+		t.Error("LoadServe: sync = false, want the server's default true")
+	}
+	if plain, err := Load(path); err != nil || plain.Sync {
+		t.Errorf("Load: sync = %v, %v; want the engine's default false", plain.Sync, err)
+	}
+	if err := os.WriteFile(path, []byte("sync = false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadServe(path); err != nil || c.Sync {
+		t.Errorf("LoadServe with sync = false: %v, %v", c.Sync, err)
+	}
+}
+
+func TestServerSectionErrors(t *testing.T) {
+	for _, tt := range []struct{ file, want string }{
+		{"[server]\nlisen = \"x\"\n", "server.lisen = \"x\": unknown key (did you mean listen?)"},
+		{"[server]\nlisten = 5\n", "server.listen = 5: expected a string"},
+		{"server = 5\n", "server = 5: expected a table (a [server] section)"},
+		{"[server]\nlisten = \"localhost\"\n", "server.listen = \"localhost\": must be host:port"},
+		{"[server]\nlisten = \"localhost:99999\"\n", "port \"99999\" must be a number from 0 to 65535"},
+		{"[server]\nmax_value_bytes = 0\n", "server.max_value_bytes = 0: must be from 1 to 1572864"},
+		{"[server]\ncert_file = \"c.pem\"\n", "server.key_file = \"\": must be set when server.cert_file is set"},
+		{"[server]\nclient_ca_file = \"ca.pem\"\n", "server.client_ca_file = \"ca.pem\": requires server.cert_file"},
+		{"[server]\nmax_concurrent_streams = 0\n", "server.max_concurrent_streams = 0: must be from 1 to 4294967295"},
+	} {
+		_, err := Parse([]byte(tt.file), "toml")
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v\nwant an error containing %q", tt.file, err, tt.want)
+		}
+	}
+}
+
+func TestApplyMemoryBudget(t *testing.T) {
+	c := Default()
+	c.Server.MemoryBudgetMB = 64
+	if !c.ApplyMemoryBudget() || c.MemtableSizeMB != 16 || c.MaxWriteBufferNumber != 2 || c.BlockCacheSizeMB != 32 {
+		t.Errorf("budget 64: memtable %d x %d, cache %d", c.MemtableSizeMB, c.MaxWriteBufferNumber, c.BlockCacheSizeMB)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	c = Default()
+	c.Server.MemoryBudgetMB = 0
+	if c.ApplyMemoryBudget() || c.MemtableSizeMB != Default().MemtableSizeMB {
+		t.Error("budget 0 changed the engine keys")
+	}
+}
