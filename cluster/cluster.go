@@ -24,6 +24,9 @@ import (
 // goroutine, with the same commands on every member, so it must be
 // deterministic: the same command on the same state gives the same result
 // and the same new state (no clocks, no randomness, no local config).
+// Local, the single member, is the exception: it calls Apply from every
+// proposer at once so that writers share WAL syncs (see Local), so a
+// StateMachine must also be safe for concurrent Apply.
 type StateMachine interface {
 	// Apply applies one command at log position index and returns its
 	// result, which Propose hands back to the member that proposed it.
