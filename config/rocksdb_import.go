@@ -51,7 +51,8 @@ func (u Unmapped) String() string {
 // [CFOptions "default"]: write_buffer_size, max_write_buffer_number,
 // min_write_buffer_number_to_merge, compaction_style,
 // level_compaction_dynamic_level_bytes, target_file_size_base,
-// max_bytes_for_level_base, compression, bottommost_compression,
+// max_bytes_for_level_base, optimize_filters_for_hits, compression,
+// bottommost_compression,
 // compression_per_level and the level in compression_opts and
 // bottommost_compression_opts; from [TableOptions/BlockBasedTable
 // "default"]: block_size, cache_index_and_filter_blocks,
@@ -345,6 +346,8 @@ func (imp *importer) cfOption(key, value string) error {
 		return imp.megabytes(key, value, "target_file_size_base_mb", &c.TargetFileSizeBaseMB)
 	case "max_bytes_for_level_base":
 		return imp.megabytes(key, value, "max_bytes_for_level_base_mb", &c.MaxBytesForLevelBaseMB)
+	case "optimize_filters_for_hits":
+		return parseBool(key, value, &c.OptimizeFiltersForHits)
 	case "target_file_size_multiplier":
 		if value != "1" {
 			imp.skip(key, value, "Strata uses target_file_size_base on every level (multiplier 1)")
@@ -549,6 +552,8 @@ func (imp *importer) strataComment(body string) error {
 		c.DBPaths = paths
 	case "zstd_level":
 		return parseInt("strata: "+key, value, &c.ZstdLevel)
+	case "bottommost_block_size":
+		return parseInt("strata: "+key, value, &c.BottommostBlockSize)
 	case "block_cache_size_mb":
 		return parseInt("strata: "+key, value, &c.BlockCacheSizeMB)
 	case "high_pri_pool_ratio":

@@ -130,6 +130,7 @@ func (c *Config) RocksDBOptions() string {
 	w.key("target_file_size_base", strconv.FormatInt(c.TargetFileSizeBaseMB*mib, 10))
 	w.key("target_file_size_multiplier", "1")
 	w.key("max_bytes_for_level_base", strconv.FormatInt(c.MaxBytesForLevelBaseMB*mib, 10))
+	w.key("optimize_filters_for_hits", strconv.FormatBool(c.OptimizeFiltersForHits))
 	if codecsOK {
 		perLevel := make([]string, numLevels)
 		for i := range perLevel {
@@ -147,6 +148,8 @@ func (c *Config) RocksDBOptions() string {
 
 	w.section(sectionTable)
 	w.key("block_size", strconv.Itoa(c.BlockSize))
+	w.comment("RocksDB has one block_size; Strata gives the bottommost level its own (0 = block_size)")
+	w.strata("bottommost_block_size", strconv.Itoa(c.BottommostBlockSize))
 	w.key("cache_index_and_filter_blocks", strconv.FormatBool(c.CacheIndexAndFilterBlocks))
 	w.key("cache_index_and_filter_blocks_with_high_priority", "true")
 	w.key("pin_l0_filter_and_index_blocks_in_cache", strconv.FormatBool(c.PinL0FilterAndIndexBlocksInCache))

@@ -52,6 +52,8 @@ func TestValidateRules(t *testing.T) {
 		{"zstd_level 23", func(c *Config) { c.ZstdLevel = 23 }, `zstd_level = 23: must be from 1 to 22`},
 		{"block_size small", func(c *Config) { c.BlockSize = 1023 }, `block_size = 1023: must be from 1024 to 1048576`},
 		{"block_size large", func(c *Config) { c.BlockSize = 1<<20 + 1 }, `block_size = 1048577: must be from 1024 to 1048576`},
+		{"bottommost block small", func(c *Config) { c.BottommostBlockSize = 512 }, `bottommost_block_size = 512: must be 0 (block_size) or from 1024 to 1048576`},
+		{"bottommost block large", func(c *Config) { c.BottommostBlockSize = 2 << 20 }, `bottommost_block_size = 2097152: must be 0 (block_size) or from 1024 to 1048576`},
 		{"block cache negative", func(c *Config) { c.BlockCacheSizeMB = -1 }, `block_cache_size_mb = -1: must be from 0 to 1048576`},
 		{"high_pri above 1", func(c *Config) { c.HighPriPoolRatio = 1.5 }, `high_pri_pool_ratio = 1.5: must be from 0 to 1`},
 		{"high_pri negative", func(c *Config) { c.HighPriPoolRatio = -0.1 }, `high_pri_pool_ratio = -0.1: must be from 0 to 1`},
@@ -114,12 +116,15 @@ func TestValidateAccepts(t *testing.T) {
 			c.ZstdLevel, c.BlockSize, c.BlockCacheSizeMB, c.HighPriPoolRatio, c.BloomBitsPerKey = 1, 1024, 0, 0, 0
 			c.MemtableSizeMB, c.MaxWriteBufferNumber, c.MinWriteBufferNumberToMerge = 1, 1, 1
 			c.TargetFileSizeBaseMB, c.MaxBytesForLevelBaseMB, c.MaxBackgroundJobs = 1, 1, 1
+			c.BottommostBlockSize = 1024
 		}},
 		{"limits high", func(c *Config) {
 			c.ZstdLevel, c.BlockSize, c.BlockCacheSizeMB, c.HighPriPoolRatio, c.BloomBitsPerKey = 22, 1<<20, 1<<20, 1, 64
 			c.MemtableSizeMB, c.MaxWriteBufferNumber, c.MinWriteBufferNumberToMerge = 4095, 64, 64
 			c.TargetFileSizeBaseMB, c.MaxBytesForLevelBaseMB, c.MaxBackgroundJobs = 4096, 1<<20, 256
+			c.BottommostBlockSize = 1 << 20
 		}},
+		{"bottommost block size 0 (block_size)", func(c *Config) { c.BottommostBlockSize = 0 }},
 		// The engine, not Validate, refuses what Pebble cannot deliver.
 		{"universal compaction", func(c *Config) { c.UseUniversalCompaction = true }},
 		{"direct I/O", func(c *Config) { c.UseDirectReads, c.UseDirectIOForFlushAndCompaction = true, true }},
