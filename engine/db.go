@@ -308,7 +308,12 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 	if err := db.check(); err != nil {
 		return nil, err
 	}
-	return get(db.pdb, key)
+	var out []byte
+	err := lookup(db.pdb, key, db.useL6Filters(), func(v []byte) error {
+		out = append([]byte(nil), v...)
+		return nil
+	})
+	return out, err
 }
 
 // View calls fn with the value of key without copying it, or returns
@@ -318,7 +323,7 @@ func (db *DB) View(key []byte, fn func(value []byte) error) error {
 	if err := db.check(); err != nil {
 		return err
 	}
-	return view(db.pdb, key, fn)
+	return lookup(db.pdb, key, db.useL6Filters(), fn)
 }
 
 func view(r pebble.Reader, key []byte, fn func(value []byte) error) error {

@@ -84,7 +84,9 @@ func pebbleOptions(cfg *config.Config) (*pebble.Options, error) {
 	levelProfile, bottomProfile := levels.PebbleProfile(), bottom.PebbleProfile()
 	for i := range opts.Levels {
 		l := &opts.Levels[i]
-		l.BlockSize = cfg.BlockSize
+		// block_size on L0-L5, bottommost_block_size on L6: larger blocks
+		// where the cold data and zstd are, small ones where reads are hot.
+		l.BlockSize = cfg.LevelBlockSize(i)
 		if cfg.BloomBitsPerKey > 0 {
 			l.FilterPolicy = bloom.FilterPolicy(cfg.BloomBitsPerKey)
 		}
