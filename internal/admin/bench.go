@@ -1,0 +1,299 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/report"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Compare strata serve with etcd: QPS (etcd v2.1's benchmark) and memory",
+		Long: `bench starts strata serve and etcd as separate processes on loopback ports,
+each with a fresh temporary data directory, loads them and prints a table.
+
+  qps     etcd v2.1's QPS benchmark: reads and writes of one key, 64 and 256 B
+          values, 1, 64 and 256 clients; hey on the v2 API (Strata and etcd
+          3.4) and a clientv3 load generator on the v3 API (Strata and etcd
+          3.7); medians of several passes, ratios, CPU seconds per 1000
+          requests.
+  memory  etcd's storage memory benchmark: RSS after loading N keys with
+          several versions through the v3 API.
+
+Needs hey and etcd 3.4 (Debian: apt-get install hey etcd-server) and, for
+etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
+	}
+	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand())
+	return cmd
+}
+
+// benchCommon are the flags of both bench commands: programs, where data
+// goes, and the output format.
+type benchCommon struct {
+	servers    []string
+	strata     string
+	strataTOML string
+	etcd       string
+	etcd37     string
+	dir        string
+	format     report.Format
+}
+
+// AddFlags registers the common flags; servers defaults to defServers.
+func (o *benchCommon) AddFlags(fs *pflag.FlagSet, defServers []string) {
+	fs.StringSliceVar(&o.servers, "servers", defServers, "servers to run, of strata, etcd34 and etcd37")
+	fs.StringVar(&o.strata, "strata", "", "strata `EXECUTABLE` that runs `serve` (default: this program)")
+	fs.StringVar(&o.strataTOML, "strata-toml", "", "TOML `LINES` added to the top level of Strata's generated config, e.g. 'memtable_size_mb = 16'")
+	fs.StringVar(&o.etcd, "etcd", "etcd", "etcd 3.4 `EXECUTABLE` (Debian's etcd-server)")
+	fs.StringVar(&o.etcd37, "etcd37", "", "etcd 3.7 `EXECUTABLE` built from ./internal/bench/etcd37 (default: built now with go build)")
+	fs.StringVar(&o.dir, "dir", "", "`DIR` for the servers' temporary data directories (default: the system's temporary directory)")
+	o.format = report.FormatTable
+	fs.Var(&o.format, "format", "output `FORMAT`: table, markdown, json or csv")
+}
+
+// kinds parses --servers.
+func (o *benchCommon) kinds() ([]bench.Kind, error) {
+	var ks []bench.Kind
+	for _, s := range o.servers {
+		k, err := bench.ParseKind(s)
+		if err != nil {
+			return nil, fmt.Errorf("--servers: %w", err)
+		}
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return nil, errors.New("--servers: empty: name at least one of strata, etcd34, etcd37")
+	}
+	return ks, nil
+}
+
+// programs finds (or builds) the executables of the selected servers;
+// cleanup removes what was built.
+func (o *benchCommon) programs(ctx context.Context, ks []bench.Kind, progress io.Writer) (p bench.Programs, cleanup func(), err error) {
+	cleanup = func() {}
+	p.StrataTOML = o.strataTOML
+	if slices.Contains(ks, bench.KindStrata) {
+		p.Strata = o.strata
+		if p.Strata == "" {
+			if p.Strata, err = os.Executable(); err != nil {
+				return p, cleanup, fmt.Errorf("--strata: this program's path: %w", err)
+			}
+		} else if p.Strata, err = bench.LookPath(p.Strata, "pass --strata PATH to a strata binary"); err != nil {
+			return p, cleanup, err
+		}
+	}
+	if slices.Contains(ks, bench.KindEtcd34) {
+		if p.Etcd, err = bench.LookPath(o.etcd, "install etcd 3.4 (apt-get install etcd-server) or pass --etcd PATH"); err != nil {
+			return p, cleanup, err
+		}
+	}
+	if slices.Contains(ks, bench.KindEtcd37) {
+		if o.etcd37 != "" {
+			p.Etcd37, err = bench.LookPath(o.etcd37, "build it with `go build -o etcd37 ./internal/bench/etcd37`")
+			return p, cleanup, err
+		}
+		dir, err := os.MkdirTemp(o.dir, "strata-bench-bin-")
+		if err != nil {
+			return p, cleanup, err
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		fmt.Fprintln(progress, "building etcd 3.7 (./internal/bench/etcd37) ...")
+		if p.Etcd37, err = bench.BuildEtcd37(ctx, dir); err != nil {
+			return p, cleanup, err
+		}
+	}
+	return p, cleanup, nil
+}
+
+// signalContext ends on SIGINT or SIGTERM, so that an interrupted run still
+// stops its servers and prints what it measured.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+}
+
+type benchQPSOptions struct {
+	common       benchCommon
+	v3Peer       string
+	apis, ops    []string
+	valueSizes   []int
+	clients      []int
+	passes       int
+	requests     int
+	single       int
+	conns        int
+	serializable bool
+	runTimeout   time.Duration
+	hey          string
+	runs         bool
+}
+
+// AddFlags registers qps's flags.
+func (o *benchQPSOptions) AddFlags(fs *pflag.FlagSet) {
+	o.common.AddFlags(fs, []string{"strata", "etcd34", "etcd37"})
+	fs.StringVar(&o.v3Peer, "v3-peer", "etcd37", "etcd the v3 rows compare with: etcd37 or etcd34")
+	fs.StringSliceVar(&o.apis, "apis", []string{"v2", "v3"}, "APIs: v2 (hey) and v3 (clientv3)")
+	fs.StringSliceVar(&o.ops, "ops", []string{"read", "write"}, "operations: read and write")
+	fs.IntSliceVar(&o.valueSizes, "value-sizes", []int{64, 256}, "value sizes in bytes")
+	fs.IntSliceVar(&o.clients, "clients", []int{1, 64, 256}, "concurrent clients")
+	fs.IntVar(&o.passes, "passes", 3, "passes over every row, alternating the servers; the table shows medians")
+	fs.IntVar(&o.requests, "requests", 20_000, "requests per run with more than one client")
+	fs.IntVar(&o.single, "single-requests", 2_000, "requests per run with one client")
+	fs.IntVar(&o.conns, "conns", 0, "gRPC connections the v3 clients share (0: ceil(clients/16))")
+	fs.BoolVar(&o.serializable, "serializable", false, "serializable v3 reads instead of linearizable (clientv3's default)")
+	fs.DurationVar(&o.runTimeout, "run-timeout", 2*time.Minute, "bound on each run")
+	fs.StringVar(&o.hey, "hey", "hey", "hey `EXECUTABLE` (Debian: apt-get install hey)")
+	fs.BoolVar(&o.runs, "runs", false, "also print every run, not only the medians")
+}
+
+func newBenchQPSCommand() *cobra.Command {
+	o := &benchQPSOptions{}
+	cmd := &cobra.Command{
+		Use:   "qps",
+		Short: "etcd v2.1's QPS table: Strata against etcd 3.4 (v2, hey) and etcd 3.7 (v3, clientv3)",
+		Example: `  strata bench qps --format markdown
+  strata bench qps --servers etcd34 --apis v2 --passes 1   # etcd alone
+  strata bench qps --ops write --clients 64,256 --runs`,
+		Args: argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
+	ks, err := o.common.kinds()
+	if err != nil {
+		return err
+	}
+	peer, err := bench.ParseKind(o.v3Peer)
+	if err != nil {
+		return fmt.Errorf("--v3-peer: %w", err)
+	}
+	qo := bench.QPSOptions{
+		Servers: ks, V3Peer: peer, APIs: o.apis, Ops: o.ops, ValueSizes: o.valueSizes, Clients: o.clients,
+		Passes: o.passes, Requests: o.requests, SingleRequests: o.single, Conns: o.conns,
+		Serializable: o.serializable, RunTimeout: o.runTimeout, Dir: o.common.dir, Progress: cmd.ErrOrStderr(),
+	}
+	if err := qo.Validate(); err != nil {
+		return err
+	}
+	if slices.Contains(o.apis, bench.APIV2) {
+		if qo.Hey, err = bench.LookPath(o.hey, "install hey (apt-get install hey) or pass --hey PATH"); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signalContext(cmd)
+	defer stop()
+	var cleanup func()
+	qo.Programs, cleanup, err = o.common.programs(ctx, ks, cmd.ErrOrStderr())
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	res, runErr := bench.RunQPS(ctx, qo)
+	if res == nil {
+		return runErr
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "done in %s\n", time.Since(start).Round(time.Second))
+	out := cmd.OutOrStdout()
+	if err := res.Table().Write(out, o.common.format); err != nil {
+		return err
+	}
+	if o.runs {
+		fmt.Fprintln(out)
+		if err := res.RunsTable().Write(out, o.common.format); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
+
+type benchMemoryOptions struct {
+	common      benchCommon
+	keys        []int
+	versions    []int
+	keySizes    []int
+	valueSizes  []int
+	clients     int
+	conns       int
+	settle      time.Duration
+	loadTimeout time.Duration
+}
+
+// AddFlags registers memory's flags.
+func (o *benchMemoryOptions) AddFlags(fs *pflag.FlagSet) {
+	o.common.AddFlags(fs, []string{"strata", "etcd34"})
+	fs.IntSliceVar(&o.keys, "keys", []int{100_000}, "numbers of keys (etcd's table: 100000,1000000; a million keys take minutes per server and row)")
+	fs.IntSliceVar(&o.versions, "versions", []int{1, 5}, "versions per key, written round-robin")
+	fs.IntSliceVar(&o.keySizes, "key-sizes", []int{64}, "key sizes in bytes (>= 16)")
+	fs.IntSliceVar(&o.valueSizes, "value-sizes", []int{256, 1024}, "value sizes in bytes")
+	fs.IntVar(&o.clients, "clients", 64, "concurrent writers")
+	fs.IntVar(&o.conns, "conns", 0, "gRPC connections the writers share (0: ceil(clients/16))")
+	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait after the load before reading RSS")
+	fs.DurationVar(&o.loadTimeout, "load-timeout", 30*time.Minute, "bound on each load")
+}
+
+func newBenchMemoryCommand() *cobra.Command {
+	o := &benchMemoryOptions{}
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "etcd's storage memory table: server RSS after loading keys through the v3 API",
+		Example: `  strata bench memory --format markdown
+  strata bench memory --keys 1000000 --versions 1 --value-sizes 256   # a long row
+  strata bench memory --servers strata,etcd34,etcd37`,
+		Args: argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *benchMemoryOptions) run(cmd *cobra.Command) error {
+	ks, err := o.common.kinds()
+	if err != nil {
+		return err
+	}
+	mo := bench.MemoryOptions{
+		Servers: ks, Keys: o.keys, Versions: o.versions, KeySizes: o.keySizes, ValueSizes: o.valueSizes,
+		Clients: o.clients, Conns: o.conns, Settle: o.settle, LoadTimeout: o.loadTimeout,
+		Dir: o.common.dir, Progress: cmd.ErrOrStderr(),
+	}
+	if err := mo.Validate(); err != nil {
+		return err
+	}
+	ctx, stop := signalContext(cmd)
+	defer stop()
+	var cleanup func()
+	mo.Programs, cleanup, err = o.common.programs(ctx, ks, cmd.ErrOrStderr())
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	res, runErr := bench.RunMemory(ctx, mo)
+	if res == nil {
+		return runErr
+	}
+	if err := res.Table().Write(cmd.OutOrStdout(), o.common.format); err != nil {
+		return err
+	}
+	return runErr
+}

@@ -1,0 +1,92 @@
+// Command etcd37 runs a single-member etcd 3.7 (go.etcd.io/etcd/server/v3
+// embed, the version in Strata's go.mod) as a process of its own, the peer
+// of `strata bench` for the v3 API. etcd 3.7 ships no binary in Debian, and
+// running it in the benchmark's process would mix its CPU time and memory
+// with the load generator's.
+//
+//	go build -o /tmp/etcd37 ./internal/bench/etcd37
+//	/tmp/etcd37 --data-dir /tmp/e37 --listen-client 127.0.0.1:2379 --listen-peer 127.0.0.1:2380
+//
+// It serves until SIGTERM or SIGINT, then closes the server (finishing
+// in-flight requests) and exits. Every setting not given here is embed's
+// default, which is etcd's: fsync on every commit, snapshot-count 10000.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "etcd37:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("etcd37", flag.ContinueOnError)
+	dir := fs.String("data-dir", "", "data `DIR` (required; created if missing)")
+	client := fs.String("listen-client", "127.0.0.1:2379", "client `HOST:PORT` (loopback)")
+	peer := fs.String("listen-peer", "127.0.0.1:2380", "peer `HOST:PORT` (loopback)")
+	quota := fs.Int64("quota-backend-bytes", 0, "backend quota in `BYTES`; 0 is etcd's default (2 GiB)")
+	logLevel := fs.String("log-level", "warn", "etcd's log `LEVEL`: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("--data-dir is required")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: etcd37 takes flags only", fs.Arg(0))
+	}
+	cu, err := url.Parse("http://" + *client)
+	if err != nil {
+		return fmt.Errorf("--listen-client %q: %w", *client, err)
+	}
+	pu, err := url.Parse("http://" + *peer)
+	if err != nil {
+		return fmt.Errorf("--listen-peer %q: %w", *peer, err)
+	}
+
+	cfg := embed.NewConfig()
+	cfg.Dir = *dir
+	cfg.LogLevel = *logLevel
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if *quota > 0 {
+		cfg.QuotaBackendBytes = *quota
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		e.Server.Stop()
+		return fmt.Errorf("not ready after 60 s")
+	case <-ctx.Done():
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "etcd37: serving http://%s\n", *client)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-e.Err():
+		return err
+	}
+}

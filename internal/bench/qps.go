@@ -1,0 +1,567 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stratadb/strata/report"
+)
+
+// The APIs and operations of the QPS table.
+const (
+	// APIV2 is etcd's v2 keys API over HTTP/1.1, loaded with hey.
+	APIV2 = "v2"
+	// APIV3 is etcd's v3 gRPC API, loaded with V3Load.
+	APIV3 = "v3"
+	// OpRead reads one key: GET /v2/keys/foo, or a v3 Range of "foo".
+	OpRead = "read"
+	// OpWrite writes one key: PUT /v2/keys/foo with value=..., or a v3
+	// Put of "foo".
+	OpWrite = "write"
+)
+
+// benchKey is the one key every QPS run reads or writes, as in etcd's
+// hack/benchmark script.
+const benchKey = "foo"
+
+// QPSOptions configure RunQPS. Every row is a combination of APIs, Ops,
+// ValueSizes and Clients.
+type QPSOptions struct {
+	// Servers are the servers to measure: KindStrata and its peers. The
+	// v2 rows run on KindStrata and KindEtcd34, the v3 rows on KindStrata
+	// and V3Peer, each where selected.
+	Servers []Kind
+	// V3Peer is the etcd the v3 rows compare with: KindEtcd37 (the
+	// default) or KindEtcd34.
+	V3Peer Kind
+	// APIs, Ops, ValueSizes and Clients span the rows. The defaults are
+	// v2 and v3; read and write; 64 and 256 bytes; 1, 64 and 256 clients.
+	APIs       []string
+	Ops        []string
+	ValueSizes []int
+	Clients    []int
+	// Passes is the number of passes over all rows, each with freshly
+	// started servers; the table shows the medians. The default value is 3.
+	Passes int
+	// Requests is the number of requests of one run with more than one
+	// client; SingleRequests with one client. The defaults are 20,000 and
+	// 2,000.
+	Requests, SingleRequests int
+	// Conns is the number of gRPC connections the v3 clients share; 0
+	// means ceil(clients/16).
+	Conns int
+	// Serializable makes v3 reads serializable (served locally, etcd's
+	// --consistency s) instead of linearizable, the default of clientv3.
+	Serializable bool
+	// RunTimeout bounds each run. The default value is 2 minutes.
+	RunTimeout time.Duration
+	// Hey is the hey executable. The default value is "hey" on $PATH.
+	Hey string
+	// Programs are the servers' executables.
+	Programs Programs
+	// Dir is where the servers' data directories go; "" is os.TempDir().
+	Dir string
+	// Progress receives a line per run and per server start; nil is
+	// silent.
+	Progress io.Writer
+}
+
+// ErrOptions is wrapped by every error about bad options.
+var ErrOptions = errors.New("bench: bad option")
+
+func (o *QPSOptions) setDefaults() {
+	if len(o.Servers) == 0 {
+		o.Servers = slices.Clone(Kinds)
+	}
+	if o.V3Peer == "" {
+		o.V3Peer = KindEtcd37
+	}
+	if len(o.APIs) == 0 {
+		o.APIs = []string{APIV2, APIV3}
+	}
+	if len(o.Ops) == 0 {
+		o.Ops = []string{OpRead, OpWrite}
+	}
+	if len(o.ValueSizes) == 0 {
+		o.ValueSizes = []int{64, 256}
+	}
+	if len(o.Clients) == 0 {
+		o.Clients = []int{1, 64, 256}
+	}
+	if o.Passes == 0 {
+		o.Passes = 3
+	}
+	if o.Requests == 0 {
+		o.Requests = 20_000
+	}
+	if o.SingleRequests == 0 {
+		o.SingleRequests = 2_000
+	}
+	if o.RunTimeout == 0 {
+		o.RunTimeout = 2 * time.Minute
+	}
+	if o.Hey == "" {
+		o.Hey = "hey"
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// Validate reports every bad option at once, after filling in defaults.
+func (o *QPSOptions) Validate() error {
+	o.setDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrOptions}, args...)...))
+	}
+	for _, a := range o.APIs {
+		if a != APIV2 && a != APIV3 {
+			bad("api %q: allowed are v2 and v3", a)
+		}
+	}
+	for _, op := range o.Ops {
+		if op != OpRead && op != OpWrite {
+			bad("op %q: allowed are read and write", op)
+		}
+	}
+	for _, v := range o.ValueSizes {
+		if v < 1 || v > 1<<20 {
+			bad("value size %d: must be in [1, 1048576]", v)
+		}
+	}
+	for _, c := range o.Clients {
+		if c < 1 || c > 10_000 {
+			bad("clients %d: must be in [1, 10000]", c)
+		}
+		if c > 1 && o.Requests < c {
+			bad("requests %d: must be >= clients (%d)", o.Requests, c)
+		}
+	}
+	if o.V3Peer != KindEtcd34 && o.V3Peer != KindEtcd37 {
+		bad("v3 peer %q: allowed are etcd34 and etcd37", o.V3Peer)
+	}
+	if o.Passes < 1 {
+		bad("passes %d: must be >= 1", o.Passes)
+	}
+	if o.SingleRequests < 1 {
+		bad("single-client requests %d: must be >= 1", o.SingleRequests)
+	}
+	if o.Conns < 0 {
+		bad("conns %d: must be >= 0 (0 is ceil(clients/16))", o.Conns)
+	}
+	if o.RunTimeout <= 0 {
+		bad("run timeout %s: must be > 0", o.RunTimeout)
+	}
+	if len(o.targets(APIV2)) == 0 && len(o.targets(APIV3)) == 0 {
+		bad("servers %v: no selected server serves the selected APIs %v", o.Servers, o.APIs)
+	}
+	return errors.Join(errs...)
+}
+
+// targets are the selected servers a row of api runs on, Strata first.
+func (o *QPSOptions) targets(api string) []Kind {
+	if !slices.Contains(o.APIs, api) {
+		return nil
+	}
+	var want []Kind
+	switch api {
+	case APIV2:
+		want = []Kind{KindStrata, KindEtcd34}
+	case APIV3:
+		want = []Kind{KindStrata, o.V3Peer}
+	}
+	var out []Kind
+	for _, k := range want {
+		if slices.Contains(o.Servers, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// peer is the server Strata is compared with on api.
+func (o *QPSOptions) peer(api string) Kind {
+	if api == APIV2 {
+		return KindEtcd34
+	}
+	return o.V3Peer
+}
+
+// QPSRow is one row of the QPS table.
+type QPSRow struct {
+	API       string `json:"api"`
+	Op        string `json:"op"`
+	ValueSize int    `json:"value_size"`
+	Clients   int    `json:"clients"`
+}
+
+func (r QPSRow) String() string {
+	return fmt.Sprintf("%s %s %dB c=%d", r.API, r.Op, r.ValueSize, r.Clients)
+}
+
+// rows lists the table's rows in order.
+func (o *QPSOptions) rows() []QPSRow {
+	var out []QPSRow
+	for _, api := range o.APIs {
+		if len(o.targets(api)) == 0 {
+			continue
+		}
+		for _, op := range o.Ops {
+			for _, vs := range o.ValueSizes {
+				for _, c := range o.Clients {
+					out = append(out, QPSRow{api, op, vs, c})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// QPSSample is one run: one row on one server in one pass.
+type QPSSample struct {
+	Pass   int    `json:"pass"`
+	Row    QPSRow `json:"row"`
+	Kind   Kind   `json:"server"`
+	Name   string `json:"name"`
+	Result Result `json:"result"`
+	// Requests is the number of requests sent in the run.
+	Requests int `json:"requests_sent"`
+	// CPUSeconds is the server's CPU time (user + system) over the run.
+	CPUSeconds float64 `json:"cpu_seconds"`
+}
+
+// CPUPer1000 is the server's CPU seconds per 1000 requests sent.
+func (s QPSSample) CPUPer1000() float64 {
+	if s.Requests == 0 {
+		return math.NaN()
+	}
+	return s.CPUSeconds / float64(s.Requests) * 1000
+}
+
+// QPSResult holds every run of RunQPS.
+type QPSResult struct {
+	Options QPSOptions  `json:"-"`
+	Rows    []QPSRow    `json:"rows"`
+	Samples []QPSSample `json:"samples"`
+	// Names maps each server to its name and version.
+	Names map[Kind]string `json:"names"`
+}
+
+// RunQPS measures the QPS table: Passes passes, each starting every
+// selected server afresh and running every row on each, alternating which
+// server goes first from row to row and pass to pass. On an error it
+// returns the runs done so far beside it.
+func RunQPS(ctx context.Context, o QPSOptions) (*QPSResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	res := &QPSResult{Options: o, Rows: o.rows(), Names: map[Kind]string{}}
+	var needed []Kind
+	for _, k := range Kinds {
+		if slices.Contains(o.targets(APIV2), k) || slices.Contains(o.targets(APIV3), k) {
+			needed = append(needed, k)
+		}
+	}
+	runs := 0
+	for _, r := range res.Rows {
+		runs += len(o.targets(r.API))
+	}
+	runs *= o.Passes
+	for pass := range o.Passes {
+		if err := o.runPass(ctx, pass, needed, runs, res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (o *QPSOptions) runPass(ctx context.Context, pass int, needed []Kind, runs int, res *QPSResult) (err error) {
+	servers := map[Kind]*Server{}
+	defer func() {
+		for _, k := range needed {
+			if s := servers[k]; s != nil {
+				if serr := s.Stop(); serr != nil && err == nil {
+					err = serr
+				}
+			}
+		}
+	}()
+	for _, k := range rotate(needed, pass) {
+		fmt.Fprintf(o.Progress, "pass %d/%d: starting %s\n", pass+1, o.Passes, k)
+		s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{})
+		if err != nil {
+			return err
+		}
+		servers[k] = s
+		res.Names[k] = s.Name
+	}
+	for ri, row := range res.Rows {
+		for _, k := range rotate(o.targets(row.API), pass+ri) {
+			smp, err := o.runOne(ctx, servers[k], row)
+			smp.Pass = pass
+			if err != nil {
+				return fmt.Errorf("pass %d, %s on %s: %w", pass+1, row, servers[k].Name, err)
+			}
+			res.Samples = append(res.Samples, smp)
+			fmt.Fprintf(o.Progress, "[%d/%d] pass %d %-20s %-12s %9.0f QPS  p90 %7.2f ms  CPU %.3f s/1k req  errors %d\n",
+				len(res.Samples), runs, pass+1, row, smp.Name, smp.Result.QPS, ms(smp.Result.P90), smp.CPUPer1000(), smp.Result.Errors)
+		}
+	}
+	return nil
+}
+
+// rotate returns ks rotated left by n, so that passes and rows alternate
+// which server goes first.
+func rotate(ks []Kind, n int) []Kind {
+	if len(ks) == 0 {
+		return nil
+	}
+	n %= len(ks)
+	return append(slices.Clone(ks[n:]), ks[:n]...)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// value is the value of a row: the byte 'a' repeated, as etcd's
+// hack/benchmark script makes it.
+func value(size int) string { return strings.Repeat("a", size) }
+
+// runOne runs row on s, measuring the server's CPU time around the run.
+func (o *QPSOptions) runOne(ctx context.Context, s *Server, row QPSRow) (QPSSample, error) {
+	smp := QPSSample{Row: row, Kind: s.Kind, Name: s.Name}
+	n := o.Requests
+	if row.Clients == 1 {
+		n = o.SingleRequests
+	}
+	if row.Op == OpRead {
+		if err := o.writeKey(ctx, s, row); err != nil {
+			return smp, err
+		}
+	}
+	cpu0, err := s.CPU()
+	if err != nil {
+		return smp, err
+	}
+	switch row.API {
+	case APIV2:
+		h := HeyRun{Hey: o.Hey, URL: s.URL + "/v2/keys/" + benchKey, Clients: row.Clients, Requests: n, Timeout: o.RunTimeout}
+		if row.Op == OpWrite {
+			h.Value = value(row.ValueSize)
+		}
+		smp.Requests = h.Sent()
+		smp.Result, err = h.Run(ctx)
+	case APIV3:
+		smp.Requests = n
+		smp.Result, err = o.v3Load(s, row, n).Run(ctx)
+	}
+	if err != nil {
+		return smp, err
+	}
+	cpu1, err := s.CPU()
+	if err != nil {
+		return smp, err
+	}
+	smp.CPUSeconds = cpu1 - cpu0
+	return smp, nil
+}
+
+func (o *QPSOptions) v3Load(s *Server, row QPSRow, n int) V3Load {
+	conns := o.Conns
+	if conns == 0 {
+		conns = (row.Clients + 15) / 16
+	}
+	l := V3Load{Endpoint: s.Endpoint, Clients: row.Clients, Conns: min(conns, row.Clients), Total: n, Timeout: o.RunTimeout}
+	if row.Op == OpWrite {
+		v := value(row.ValueSize)
+		l.Op = func(ctx context.Context, kv clientv3.KV, _, _ int) error {
+			_, err := kv.Put(ctx, benchKey, v)
+			return err
+		}
+		return l
+	}
+	var opts []clientv3.OpOption
+	if o.Serializable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	l.Op = func(ctx context.Context, kv clientv3.KV, _, _ int) error {
+		r, err := kv.Get(ctx, benchKey, opts...)
+		if err == nil && len(r.Kvs) != 1 {
+			err = fmt.Errorf("bench: v3 get %q: %d keys, want 1", benchKey, len(r.Kvs))
+		}
+		return err
+	}
+	return l
+}
+
+// writeKey stores the row's value under the benchmark key, so reads find
+// it.
+func (o *QPSOptions) writeKey(ctx context.Context, s *Server, row QPSRow) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v := value(row.ValueSize)
+	if row.API == APIV3 {
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Put(ctx, benchKey, v)
+		return err
+	}
+	body := url.Values{"value": {v}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.URL+"/v2/keys/"+benchKey, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("bench: PUT %s/v2/keys/%s: %s", s.URL, benchKey, resp.Status)
+	}
+	return nil
+}
+
+// summary is one row's medians on one server.
+type summary struct {
+	name              string
+	qps, p90ms, cpu1k float64
+	errors            int
+}
+
+func (res *QPSResult) summarize(row QPSRow, k Kind) summary {
+	var qps, p90, cpu []float64
+	s := summary{name: res.Names[k], qps: math.NaN(), p90ms: math.NaN(), cpu1k: math.NaN()}
+	for _, smp := range res.Samples {
+		if smp.Row != row || smp.Kind != k {
+			continue
+		}
+		qps = append(qps, smp.Result.QPS)
+		p90 = append(p90, ms(smp.Result.P90))
+		cpu = append(cpu, smp.CPUPer1000())
+		s.errors += smp.Result.Errors
+	}
+	if len(qps) > 0 {
+		s.qps, s.p90ms, s.cpu1k = median(qps), median(p90), median(cpu)
+	}
+	return s
+}
+
+// Goals of the QPS table for Strata against its peer at 64 and more
+// clients: QPS ratios at least these, p90 no worse.
+const (
+	GoalReadRatio  = 2.0
+	GoalWriteRatio = 1.5
+)
+
+// goal says whether a row meets the goal, "" where none applies.
+func goal(row QPSRow, qpsRatio, p90Ratio float64) string {
+	if row.Clients < 64 || math.IsNaN(qpsRatio) {
+		return ""
+	}
+	want := GoalWriteRatio
+	if row.Op == OpRead {
+		want = GoalReadRatio
+	}
+	var miss []string
+	if qpsRatio < want {
+		miss = append(miss, fmt.Sprintf("QPS < %.1fx", want))
+	}
+	if p90Ratio > 1 {
+		miss = append(miss, "p90 worse")
+	}
+	if len(miss) == 0 {
+		return "met"
+	}
+	return "no: " + strings.Join(miss, ", ")
+}
+
+// Table is the QPS table: per row, the medians over the passes for Strata
+// and its peer, their ratios, and etcd v2.1's 2015 figures for the row.
+func (res *QPSResult) Table() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "API"}, {Name: "Op"}, {Name: "Value", Unit: "B"}, {Name: "Clients"},
+		{Name: "Strata QPS", Format: "%.0f"},
+		{Name: "Peer"},
+		{Name: "Peer QPS", Format: "%.0f"},
+		{Name: "QPS ratio", Format: "%.2fx"},
+		{Name: "Strata p90", Unit: "ms", Format: "%.2f"},
+		{Name: "Peer p90", Unit: "ms", Format: "%.2f"},
+		{Name: "p90 ratio", Format: "%.2fx"},
+		{Name: "Strata CPU", Unit: "s/1k req", Format: "%.3f"},
+		{Name: "Peer CPU", Unit: "s/1k req", Format: "%.3f"},
+		{Name: "Goal"},
+		{Name: "etcd v2.1 2015 QPS", Format: "%.0f"},
+		{Name: "etcd v2.1 2015 p90", Unit: "ms", Format: "%.1f"},
+		{Name: "Errors"},
+	}}
+	for _, row := range res.Rows {
+		st := res.summarize(row, KindStrata)
+		pk := res.Options.peer(row.API)
+		pe := res.summarize(row, pk)
+		qr, pr := ratio(st.qps, pe.qps), ratio(st.p90ms, pe.p90ms)
+		var seedQPS, seedP90 any
+		if row.API == APIV2 {
+			if f, ok := etcd21[seedKey{row.Op, row.ValueSize, row.Clients}]; ok {
+				seedQPS, seedP90 = f.qps, f.p90ms
+			}
+		}
+		peerName := pe.name
+		if peerName == "" {
+			peerName = string(pk)
+		}
+		t.Rows = append(t.Rows, []any{
+			row.API, row.Op, row.ValueSize, row.Clients,
+			cell(st.qps), peerName, cell(pe.qps), cell(qr),
+			cell(st.p90ms), cell(pe.p90ms), cell(pr),
+			cell(st.cpu1k), cell(pe.cpu1k),
+			goal(row, qr, pr), seedQPS, seedP90, st.errors + pe.errors,
+		})
+	}
+	o := res.Options
+	t.Notes = []string{
+		fmt.Sprintf("Medians of %d pass(es); each pass starts every server afresh, and the server that goes first alternates by row and pass.", o.Passes),
+		fmt.Sprintf("v2: hey on /v2/keys/%s (PUT form value=, GET), %d requests per run (%d with 1 client). v3: clientv3, closed loop, %s reads, %s connections shared by the clients.",
+			benchKey, o.Requests, o.SingleRequests, map[bool]string{true: "serializable", false: "linearizable"}[o.Serializable], connsText(o.Conns)),
+		"Ratios are Strata / peer (QPS: higher is better; p90: lower is better). CPU is the server process's user+system time per 1000 requests.",
+		"Goal (64 and 256 clients): reads >= 2x and writes >= 1.5x the peer's QPS, p90 no worse. etcd v2.1 2015: 3 members, requests to the leader, other hardware.",
+	}
+	return t
+}
+
+func connsText(c int) string {
+	if c == 0 {
+		return "ceil(clients/16)"
+	}
+	return fmt.Sprint(c)
+}
+
+// RunsTable lists every run, for the spread behind the medians.
+func (res *QPSResult) RunsTable() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Pass"}, {Name: "API"}, {Name: "Op"}, {Name: "Value", Unit: "B"}, {Name: "Clients"},
+		{Name: "Server"}, {Name: "QPS", Format: "%.0f"}, {Name: "p90", Unit: "ms", Format: "%.2f"},
+		{Name: "CPU", Unit: "s/1k req", Format: "%.3f"}, {Name: "Requests"}, {Name: "Errors"}, {Name: "Seconds", Format: "%.2f"},
+	}}
+	for _, s := range res.Samples {
+		t.Rows = append(t.Rows, []any{
+			s.Pass + 1, s.Row.API, s.Row.Op, s.Row.ValueSize, s.Row.Clients, s.Name,
+			s.Result.QPS, ms(s.Result.P90), cell(s.CPUPer1000()), s.Result.Requests, s.Result.Errors, s.Result.Seconds,
+		})
+	}
+	return t
+}

@@ -1,0 +1,297 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Kind names a server under test.
+type Kind string
+
+// The servers the benchmark compares.
+const (
+	// KindStrata is `strata serve`.
+	KindStrata Kind = "strata"
+	// KindEtcd34 is the etcd binary, 3.4.23 in Debian: the last etcd with
+	// the v2 keys API (--enable-v2).
+	KindEtcd34 Kind = "etcd34"
+	// KindEtcd37 is etcd 3.7 from Strata's go.mod, run by the etcd37
+	// program (internal/bench/etcd37) in a process of its own.
+	KindEtcd37 Kind = "etcd37"
+)
+
+// Kinds lists every Kind, in the order tables show them.
+var Kinds = []Kind{KindStrata, KindEtcd34, KindEtcd37}
+
+// ParseKind parses a server name of Kinds.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if string(k) == strings.TrimSpace(s) {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("%w %q: allowed are strata, etcd34, etcd37", ErrUnknownServer, s)
+}
+
+// ErrUnknownServer is returned for a server name that is not a Kind.
+var ErrUnknownServer = errors.New("bench: unknown server")
+
+// Programs says how to run each server.
+type Programs struct {
+	// Strata is the strata executable; the server runs as
+	// `Strata serve --config FILE`.
+	Strata string
+	// StrataEnv is added to the environment of the strata process (tests
+	// run their own binary as strata).
+	StrataEnv []string
+	// StrataTOML is added to the top level of the server's generated
+	// config file, before its [server] section: engine settings to try,
+	// such as "memtable_size_mb = 16".
+	StrataTOML string
+	// Etcd is the etcd 3.4 binary.
+	Etcd string
+	// Etcd37 is the binary of internal/bench/etcd37.
+	Etcd37 string
+}
+
+// Server is one server process under test, on loopback ports, with a data
+// directory of its own that Stop removes.
+type Server struct {
+	// Kind is which server this is.
+	Kind Kind
+	// Name is the server and its version as it reports them on /version,
+	// such as "etcd 3.4.23".
+	Name string
+	// Endpoint is the client address, 127.0.0.1:PORT, for clientv3.
+	Endpoint string
+	// URL is http://Endpoint, for the v2 API.
+	URL string
+
+	cmd     *exec.Cmd
+	dir     string
+	logPath string
+	done    chan struct{}
+	waitErr error
+}
+
+// StartOptions are the per-start settings of StartServer.
+type StartOptions struct {
+	// QuotaBytes raises etcd's backend quota (2 GiB by default) for the
+	// memory table's largest rows; 0 keeps the default.
+	QuotaBytes int64
+}
+
+// readyTimeout bounds how long a server may take to start answering.
+const readyTimeout = 60 * time.Second
+
+// StartServer starts server kind on free loopback ports with a new data
+// directory under parent, and returns once it answers /health.
+func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so StartOptions) (*Server, error) {
+	dir, err := os.MkdirTemp(parent, string(kind)+"-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: data directory: %w", kind, err)
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &Server{
+		Kind:     kind,
+		Endpoint: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		dir:      dir,
+		logPath:  filepath.Join(dir, "server.log"),
+		done:     make(chan struct{}),
+	}
+	s.URL = "http://" + s.Endpoint
+	peer := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	var env []string
+	switch kind {
+	case KindStrata:
+		if p.Strata == "" {
+			return nil, s.fail(errors.New("no strata executable given"))
+		}
+		conf := filepath.Join(dir, "strata.toml")
+		text := fmt.Sprintf("db_path = %q\n%s\n[server]\nlisten = %q\n", filepath.Join(dir, "db"), p.StrataTOML, s.Endpoint)
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			return nil, s.fail(err)
+		}
+		s.cmd = exec.Command(p.Strata, "serve", "--config", conf)
+		env = p.StrataEnv
+	case KindEtcd34:
+		if p.Etcd == "" {
+			return nil, s.fail(errors.New("no etcd executable given"))
+		}
+		args := []string{
+			"--name", "s1", "--data-dir", filepath.Join(dir, "data"), "--enable-v2=true",
+			"--listen-client-urls", s.URL, "--advertise-client-urls", s.URL,
+			"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
+			"--initial-cluster", "s1=http://" + peer,
+		}
+		if so.QuotaBytes > 0 {
+			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
+		}
+		s.cmd = exec.Command(p.Etcd, args...)
+	case KindEtcd37:
+		if p.Etcd37 == "" {
+			return nil, s.fail(errors.New("no etcd37 executable given"))
+		}
+		args := []string{"--data-dir", filepath.Join(dir, "data"), "--listen-client", s.Endpoint, "--listen-peer", peer}
+		if so.QuotaBytes > 0 {
+			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
+		}
+		s.cmd = exec.Command(p.Etcd37, args...)
+	default:
+		return nil, s.fail(fmt.Errorf("%w %q", ErrUnknownServer, kind))
+	}
+	log, err := os.Create(s.logPath)
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	defer log.Close()
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.Env = append(os.Environ(), env...)
+	// The server dies with the benchmark, whatever kills it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return nil, s.fail(err)
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// fail removes the data directory of a server that did not start and
+// names the server in err.
+func (s *Server) fail(err error) error {
+	os.RemoveAll(s.dir)
+	return fmt.Errorf("bench: starting %s: %w", s.Kind, err)
+}
+
+// waitReady polls /health until the server reports healthy, then reads its
+// name from /version.
+func (s *Server) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for {
+		select {
+		case <-s.done:
+			return fmt.Errorf("bench: %s exited before it was ready (%v); its log:\n%s", s.Kind, s.waitErr, s.LogTail())
+		case <-ctx.Done():
+			return fmt.Errorf("bench: %s not healthy on %s/health after %s (last: %v); its log:\n%s", s.Kind, s.URL, readyTimeout, last, s.LogTail())
+		case <-time.After(100 * time.Millisecond):
+		}
+		var health struct{ Health string }
+		if last = getJSON(ctx, client, s.URL+"/health", &health); last != nil {
+			continue
+		}
+		if health.Health != "true" {
+			last = fmt.Errorf("health %q", health.Health)
+			continue
+		}
+		break
+	}
+	var v struct {
+		Etcd   string `json:"etcdserver"`
+		Strata string `json:"strata"`
+	}
+	if err := getJSON(ctx, client, s.URL+"/version", &v); err != nil {
+		return fmt.Errorf("bench: %s: %w", s.Kind, err)
+	}
+	switch {
+	case s.Kind == KindStrata && v.Strata != "":
+		s.Name = "Strata " + v.Strata
+	case s.Kind == KindStrata:
+		s.Name = "Strata"
+	default:
+		s.Name = "etcd " + v.Etcd
+	}
+	return nil
+}
+
+func getJSON(ctx context.Context, client *http.Client, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %q", url, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return fmt.Errorf("GET %s: %w in %q", url, err, body)
+	}
+	return nil
+}
+
+// PID is the server's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// CPU is the CPU time in seconds the server has used so far.
+func (s *Server) CPU() (float64, error) { return ProcCPU(s.PID()) }
+
+// RSS is the server's resident set size in bytes.
+func (s *Server) RSS() (int64, error) { return ProcRSS(s.PID()) }
+
+// stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+const stopTimeout = 20 * time.Second
+
+// Stop ends the server, SIGTERM first, and removes its data directory. An
+// error says the server had already exited or did not stop in time.
+func (s *Server) Stop() error {
+	var err error
+	select {
+	case <-s.done:
+		err = fmt.Errorf("bench: %s had exited (%v); its log:\n%s", s.Kind, s.waitErr, s.LogTail())
+	default:
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(stopTimeout):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			err = fmt.Errorf("bench: %s did not stop within %s of SIGTERM: killed", s.Kind, stopTimeout)
+		}
+	}
+	os.RemoveAll(s.dir)
+	return err
+}
+
+// LogTail returns the last lines of the server's output.
+func (s *Server) LogTail() string {
+	b, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const n = 3000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

@@ -1,0 +1,214 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/stratadb/strata/internal/admin"
+	"github.com/stratadb/strata/internal/bench"
+)
+
+// asStrata makes this test binary run as the strata command, so the smoke
+// test starts `strata serve` as a process of its own without a build step.
+const asStrata = "STRATA_BENCH_TEST_AS_STRATA"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asStrata) == "1" {
+		root := admin.NewRootCommand()
+		root.SetArgs(os.Args[1:])
+		if err := root.Execute(); err != nil {
+			fmt.Fprintln(os.Stderr, "strata:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// smokeServers returns the programs and the servers the smoke test runs:
+// etcd 3.4 always, Strata when this build has `strata serve`. It skips the
+// test when hey or etcd is missing.
+func smokeServers(t *testing.T) (bench.Programs, []bench.Kind, string) {
+	t.Helper()
+	hey, err := exec.LookPath("hey")
+	if err != nil {
+		t.Skip("hey is not on PATH: the benchmark smoke test needs it (apt-get install hey)")
+	}
+	etcd, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skip("etcd is not on PATH: the benchmark smoke test needs etcd 3.4 (apt-get install etcd-server)")
+	}
+	p := bench.Programs{Etcd: etcd}
+	kinds := []bench.Kind{bench.KindEtcd34}
+	if c, _, err := admin.NewRootCommand().Find([]string{"serve"}); err == nil && c.Name() == "serve" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Strata, p.StrataEnv = self, []string{asStrata + "=1"}
+		kinds = append(kinds, bench.KindStrata)
+	} else {
+		t.Log("this build has no `strata serve`: smoke test on etcd alone")
+	}
+	return p, kinds, hey
+}
+
+// v2Index is the modifiedIndex of /v2/keys/foo.
+func v2Index(t *testing.T, s *bench.Server) int64 {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/v2/keys/foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ev struct {
+		Node struct {
+			ModifiedIndex int64 `json:"modifiedIndex"`
+		} `json:"node"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v2/keys/foo on %s: %s, %v", s.Name, resp.Status, err)
+	}
+	return ev.Node.ModifiedIndex
+}
+
+// v3Rev is the store revision.
+func v3Rev(t *testing.T, s *bench.Server) int64 {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Get(ctx, "foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Revision
+}
+
+// TestSmokeCounts loads each server with a few hundred requests and checks
+// that what the harness counts is what the server applied: every write
+// hey or the v3 generator counts as done moved the v2 index or the v3
+// revision by one.
+func TestSmokeCounts(t *testing.T) {
+	p, kinds, hey := smokeServers(t)
+	ctx := context.Background()
+	for _, k := range kinds {
+		s, err := bench.StartServer(ctx, k, p, t.TempDir(), bench.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := s.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+
+		// v2: 300 requests on 8 clients are 37 per client, 296 in all.
+		w := bench.HeyRun{Hey: hey, URL: s.URL + "/v2/keys/foo", Value: strings.Repeat("a", 64), Clients: 8, Requests: 300, Timeout: time.Minute}
+		first, err := w.Run(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		before := v2Index(t, s)
+		r, err := w.Run(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		after := v2Index(t, s)
+		if first.Requests != 296 || r.Requests != 296 || r.Errors != 0 || r.QPS <= 0 || r.P90 <= 0 {
+			t.Errorf("%s v2 write: %+v then %+v, want 296 requests each, no errors", s.Name, first, r)
+		}
+		if after-before != int64(r.Requests) {
+			t.Errorf("%s v2 write: modifiedIndex moved by %d for %d writes counted", s.Name, after-before, r.Requests)
+		}
+		rd := bench.HeyRun{Hey: hey, URL: s.URL + "/v2/keys/foo", Clients: 4, Requests: 200, Timeout: time.Minute}
+		if r, err := rd.Run(ctx); err != nil || r.Requests != 200 || r.Errors != 0 {
+			t.Errorf("%s v2 read: %+v, %v; want 200 requests", s.Name, r, err)
+		}
+		if got := v2Index(t, s); got != after {
+			t.Errorf("%s: reads moved the v2 index from %d to %d", s.Name, after, got)
+		}
+
+		// v3: 300 puts on 8 clients sharing 2 connections.
+		rev0 := v3Rev(t, s)
+		l := bench.V3Load{Endpoint: s.Endpoint, Clients: 8, Conns: 2, Total: 300, Timeout: time.Minute,
+			Op: func(ctx context.Context, kv clientv3.KV, _, i int) error {
+				_, err := kv.Put(ctx, "foo", fmt.Sprint(i))
+				return err
+			}}
+		r, err = l.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v3Rev(t, s) - rev0; got != 300 || r.Requests != 300 || r.Errors != 0 || r.QPS <= 0 || r.P90 <= 0 {
+			t.Errorf("%s v3 put: %+v, revision moved by %d; want 300 requests and revisions", s.Name, r, got)
+		}
+		cpu, err := s.CPU()
+		if err != nil || cpu <= 0 {
+			t.Errorf("%s: CPU %v, %v", s.Name, cpu, err)
+		}
+	}
+}
+
+// TestSmokeTables runs both tables end to end on one pass of a few rows.
+func TestSmokeTables(t *testing.T) {
+	p, kinds, hey := smokeServers(t)
+	var progress strings.Builder
+	q, err := bench.RunQPS(context.Background(), bench.QPSOptions{
+		Servers: kinds, V3Peer: bench.KindEtcd34, ValueSizes: []int{64}, Clients: []int{1, 8},
+		Passes: 1, Requests: 200, SingleRequests: 50, RunTimeout: time.Minute,
+		Hey: hey, Programs: p, Dir: t.TempDir(), Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if want := 2 * 2 * 2 * len(kinds); len(q.Samples) != want {
+		t.Errorf("%d runs, want %d", len(q.Samples), want)
+	}
+	for _, s := range q.Samples {
+		want := 200
+		if s.Row.Clients == 1 {
+			want = 50
+		}
+		if s.Requests != want || s.Result.Requests != want || s.Result.Errors != 0 {
+			t.Errorf("%v on %s: sent %d, %+v; want %d requests", s.Row, s.Name, s.Requests, s.Result, want)
+		}
+	}
+	var out strings.Builder
+	if err := q.Table().Render(&out, "table"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+
+	m, err := bench.RunMemory(context.Background(), bench.MemoryOptions{
+		Servers: kinds, Keys: []int{500}, Versions: []int{2}, ValueSizes: []int{256}, Clients: 8,
+		Settle: 100 * time.Millisecond, Programs: p, Dir: t.TempDir(), Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	for _, s := range m.Samples {
+		if s.RSSBytes < 1<<20 || s.LoadSeconds <= 0 {
+			t.Errorf("%s: RSS %d B after %v s", s.Name, s.RSSBytes, s.LoadSeconds)
+		}
+	}
+	out.Reset()
+	if err := m.Table().Render(&out, "table"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+}
