@@ -54,6 +54,8 @@ the other commands need db_path to exist.`,
 		newCheckpointCommand(g),
 		newStatsCommand(g),
 		newOptionsCommand(g),
+		newServeCommand(g),
+		newBenchCommand(),
 	)
 	return root
 }
