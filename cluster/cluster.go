@@ -25,8 +25,9 @@ import (
 // deterministic: the same command on the same state gives the same result
 // and the same new state (no clocks, no randomness, no local config).
 // Local, the single member, is the exception: it calls Apply from every
-// proposer at once so that writers share WAL syncs (see Local), so a
-// StateMachine must also be safe for concurrent Apply.
+// proposer at once so that writers share WAL syncs (see Local), with index
+// 0 (no log position): a StateMachine must also be safe for concurrent
+// Apply, and record no applied index for index 0.
 type StateMachine interface {
 	// Apply applies one command at log position index and returns its
 	// result, which Propose hands back to the member that proposed it.

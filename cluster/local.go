@@ -32,7 +32,9 @@ type LocalConfig struct {
 // every proposer at once: ordering is the state machine's own (mvcc's
 // write lock), and concurrent writers share WAL syncs in mvcc's group
 // commit, which a single applying goroutine would turn into one sync per
-// write. The index passed to Apply then only counts proposals.
+// write. There is no log, so Apply gets index 0 ("no log position"): the
+// store's own WAL orders and keeps the writes. Status counts proposals
+// applied as the applied index.
 type Local struct {
 	sm  StateMachine
 	cfg LocalConfig
@@ -60,9 +62,6 @@ func NewLocal(sm StateMachine, cfg LocalConfig) (*Local, error) {
 		return nil, fmt.Errorf("cluster: NewLocal: cluster id %d and member id %d must be non-zero", cfg.ClusterID, cfg.MemberID)
 	}
 	n := &Local{sm: sm, cfg: cfg, leader: make(chan struct{}, 1)}
-	start := sm.AppliedIndex()
-	n.index.Store(start)
-	n.applied.Store(start)
 	n.leader <- struct{}{}
 	return n, nil
 }
@@ -84,7 +83,7 @@ func (n *Local) Propose(ctx context.Context, cmd []byte) (any, error) {
 		return nil, *p
 	}
 	idx := n.index.Add(1)
-	res, err := n.sm.Apply(idx, cmd)
+	res, err := n.sm.Apply(0, cmd)
 	if err != nil {
 		err = fmt.Errorf("cluster: state machine failed: %w", err)
 		n.failed.CompareAndSwap(nil, &err)

@@ -1,0 +1,295 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratadb/strata/cluster"
+	"github.com/stratadb/strata/mvcc"
+)
+
+// maxTxnOps is the most compares, or ops of one branch, a Txn may have
+// (etcd's --max-txn-ops default).
+const maxTxnOps = 128
+
+// applier is the cluster.StateMachine of the server: it applies etcd's
+// InternalRaftRequest commands (the encoding etcd itself puts in its raft
+// log) to the mvcc store. Apply is deterministic: it reads only the
+// command and the store, never a clock or the server's config, so every
+// member that applies the same log reaches the same state.
+type applier struct {
+	store *mvcc.Store
+}
+
+// applyResult is what Apply returns for every command it could apply or
+// refuse: the etcd response, or the error the command itself caused (a
+// failed check, a compacted revision). A storage failure is not a result:
+// Apply returns it as its error, which stops the Node.
+type applyResult struct {
+	resp proto.Message
+	err  error
+}
+
+var _ cluster.StateMachine = (*applier)(nil)
+
+// Apply decodes and applies one command. Index 0 (the single member's
+// Local node) records no log position.
+func (a *applier) Apply(index uint64, cmd []byte) (any, error) {
+	var r pb.InternalRaftRequest
+	if err := proto.Unmarshal(cmd, &r); err != nil {
+		return &applyResult{err: invalid("command does not decode: %v", err)}, nil
+	}
+	resp, err := a.apply(index, &r)
+	if err != nil && !commandError(err) {
+		return nil, err
+	}
+	return &applyResult{resp: resp, err: err}, nil
+}
+
+func (a *applier) apply(index uint64, r *pb.InternalRaftRequest) (proto.Message, error) {
+	switch {
+	case r.Put != nil:
+		return a.put(index, r.Put)
+	case r.DeleteRange != nil:
+		return a.deleteRange(index, r.DeleteRange)
+	case r.Txn != nil:
+		return a.txn(index, r.Txn)
+	case r.Compaction != nil:
+		return a.compact(index, r.Compaction)
+	case r.LeaseGrant != nil:
+		return a.leaseGrant(index, r.LeaseGrant)
+	case r.LeaseRevoke != nil:
+		return a.leaseRevoke(index, r.LeaseRevoke)
+	}
+	if index != 0 {
+		// Applied on every member alike, so the log position is kept.
+		if err := a.store.Entry(index).Skip(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, unsupported("command %v", r)
+}
+
+func (a *applier) leaseGrant(index uint64, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if err := a.store.Entry(index).GrantLease(r.ID, r.TTL); err != nil {
+		return nil, err
+	}
+	return &pb.LeaseGrantResponse{Header: header(a.store.Rev()), ID: r.ID, TTL: r.TTL}, nil
+}
+
+func (a *applier) leaseRevoke(index uint64, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	rev, err := a.store.Entry(index).RevokeLease(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LeaseRevokeResponse{Header: header(rev)}, nil
+}
+
+// commandError reports whether err is the command's own fault (the
+// client gets it) rather than the store's (the node stops).
+func commandError(err error) bool {
+	for _, target := range []error{
+		mvcc.ErrCompacted, mvcc.ErrFutureRev, mvcc.ErrEmptyKey, mvcc.ErrKeyTooLarge,
+		mvcc.ErrInvalidRange, mvcc.ErrValueTooLarge, mvcc.ErrDuplicateKeyInTxn, mvcc.ErrInvalidTxn,
+		mvcc.ErrKeyNotFound, mvcc.ErrValueProvided, mvcc.ErrLeaseProvided, mvcc.ErrLeaseNotFound,
+		mvcc.ErrLeaseExists, mvcc.ErrLeaseTTLTooLarge, mvcc.ErrInvalidLease, mvcc.ErrAlreadyApplied,
+		errInvalid, errUnsupported, errValueTooLarge,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *applier) put(index uint64, r *pb.PutRequest) (*pb.PutResponse, error) {
+	op, err := putOp(r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.store.Entry(index).Txn(mvcc.TxnRequest{Success: []mvcc.Op{op}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.PutResponse{Header: header(res.Rev)}
+	if p := res.Responses[0].PrevKV; p != nil {
+		resp.PrevKv = toPBKV(p)
+	}
+	return resp, nil
+}
+
+func (a *applier) deleteRange(index uint64, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	res, err := a.store.Entry(index).Txn(mvcc.TxnRequest{Success: []mvcc.Op{deleteOp(r)}})
+	if err != nil {
+		return nil, err
+	}
+	return deleteResponse(res.Responses[0], res.Rev), nil
+}
+
+func (a *applier) txn(index uint64, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := checkTxnSize(r); err != nil {
+		return nil, err
+	}
+	req := mvcc.TxnRequest{Compare: make([]mvcc.Compare, len(r.Compare))}
+	for i, c := range r.Compare {
+		mc, err := toCompare(c)
+		if err != nil {
+			return nil, fmt.Errorf("compare %d: %w", i, err)
+		}
+		req.Compare[i] = mc
+	}
+	var err error
+	if req.Success, err = toOps(r.Success); err != nil {
+		return nil, fmt.Errorf("success: %w", err)
+	}
+	if req.Failure, err = toOps(r.Failure); err != nil {
+		return nil, fmt.Errorf("failure: %w", err)
+	}
+	var res mvcc.TxnResponse
+	if index == 0 && readOnly(r) {
+		res, err = a.store.Txn(req) // a read served outside the log
+	} else {
+		res, err = a.store.Entry(index).Txn(req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ops := r.Success
+	if !res.Succeeded {
+		ops = r.Failure
+	}
+	resp := &pb.TxnResponse{Header: header(res.Rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(ops))}
+	for i, op := range ops {
+		or := res.Responses[i]
+		switch v := op.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(v.RequestRange, or.Range)}}
+		case *pb.RequestOp_RequestPut:
+			pr := &pb.PutResponse{Header: header(or.Rev)}
+			if or.PrevKV != nil {
+				pr.PrevKv = toPBKV(or.PrevKV)
+			}
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}}
+		case *pb.RequestOp_RequestDeleteRange:
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: deleteResponse(or, or.Rev)}}
+		}
+	}
+	return resp, nil
+}
+
+func (a *applier) compact(index uint64, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	if err := a.store.Entry(index).Compact(r.Revision); err != nil {
+		return nil, err
+	}
+	return &pb.CompactionResponse{Header: header(a.store.Rev())}, nil
+}
+
+// checkTxnSize enforces maxTxnOps, as etcd does before proposing.
+func checkTxnSize(r *pb.TxnRequest) error {
+	if len(r.Compare) > maxTxnOps || len(r.Success) > maxTxnOps || len(r.Failure) > maxTxnOps {
+		return errTooManyOps
+	}
+	return nil
+}
+
+// errTooManyOps is etcd's ErrGRPCTooManyOps.
+var errTooManyOps = fmt.Errorf("%w: too many operations in txn request (limit %d)", errInvalid, maxTxnOps)
+
+func putOp(r *pb.PutRequest) (mvcc.Op, error) {
+	op := mvcc.PutOp(r.Key, r.Value)
+	op.Lease = r.Lease
+	op.PrevKV = r.PrevKv
+	op.IgnoreValue = r.IgnoreValue
+	op.IgnoreLease = r.IgnoreLease
+	return op, nil
+}
+
+func deleteOp(r *pb.DeleteRangeRequest) mvcc.Op {
+	op := mvcc.DeleteOp(r.Key, r.RangeEnd)
+	op.PrevKV = r.PrevKv
+	return op
+}
+
+func deleteResponse(or mvcc.OpResponse, rev int64) *pb.DeleteRangeResponse {
+	resp := &pb.DeleteRangeResponse{Header: header(rev), Deleted: or.Deleted}
+	for i := range or.PrevKVs {
+		resp.PrevKvs = append(resp.PrevKvs, toPBKV(&or.PrevKVs[i]))
+	}
+	return resp
+}
+
+func toOps(ops []*pb.RequestOp) ([]mvcc.Op, error) {
+	out := make([]mvcc.Op, len(ops))
+	for i, op := range ops {
+		switch v := op.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			key, end, opts, err := rangeOptions(v.RequestRange)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out[i] = mvcc.RangeOp(key, end, opts)
+		case *pb.RequestOp_RequestPut:
+			o, err := putOp(v.RequestPut)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out[i] = o
+		case *pb.RequestOp_RequestDeleteRange:
+			out[i] = deleteOp(v.RequestDeleteRange)
+		case *pb.RequestOp_RequestTxn:
+			return nil, unsupported("op %d: nested txn", i)
+		default:
+			return nil, invalid("op %d: no request", i)
+		}
+	}
+	return out, nil
+}
+
+func toCompare(c *pb.Compare) (mvcc.Compare, error) {
+	mc := mvcc.Compare{Key: c.Key, End: c.RangeEnd}
+	switch c.Result {
+	case pb.Compare_EQUAL:
+		mc.Result = mvcc.Equal
+	case pb.Compare_NOT_EQUAL:
+		mc.Result = mvcc.NotEqual
+	case pb.Compare_LESS:
+		mc.Result = mvcc.Less
+	case pb.Compare_GREATER:
+		mc.Result = mvcc.Greater
+	default:
+		return mc, invalid("compare result %d", c.Result)
+	}
+	switch c.Target {
+	case pb.Compare_VALUE:
+		mc.Target, mc.Value = mvcc.CompareValue, c.GetValue()
+	case pb.Compare_VERSION:
+		mc.Target, mc.Rev = mvcc.CompareVersion, c.GetVersion()
+	case pb.Compare_CREATE:
+		mc.Target, mc.Rev = mvcc.CompareCreateRevision, c.GetCreateRevision()
+	case pb.Compare_MOD:
+		mc.Target, mc.Rev = mvcc.CompareModRevision, c.GetModRevision()
+	case pb.Compare_LEASE:
+		mc.Target, mc.Rev = mvcc.CompareLease, c.GetLease()
+	default:
+		return mc, invalid("compare target %d", c.Target)
+	}
+	return mc, nil
+}
+
+// AppliedIndex is the store's applied log index.
+func (a *applier) AppliedIndex() uint64 { return a.store.AppliedIndex() }
+
+// Snapshot writes the whole store for a member that fell behind the log.
+// The store cannot write one yet: a single member never needs it.
+func (a *applier) Snapshot(w io.Writer) (uint64, error) {
+	return 0, unsupported("store snapshots")
+}
+
+// Restore replaces the store's contents with a snapshot; see Snapshot.
+func (a *applier) Restore(r io.Reader, index uint64) error {
+	return unsupported("store snapshots")
+}

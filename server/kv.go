@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/stratadb/strata/mvcc"
+)
+
+// kvServer is etcd's KV service: reads from the store after a read
+// barrier (linearizable) or directly (serializable), writes through the
+// apply path.
+type kvServer struct {
+	pb.UnimplementedKVServer
+	s *Server
+}
+
+func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	resp, err := k.s.rangeKV(ctx, r)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	k.s.fill(resp.Header)
+	return resp, nil
+}
+
+// rangeKV serves a Range: the v3 API and the v2 GET share it.
+func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	key, end, opts, err := rangeOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Serializable {
+		if err := s.node.ReadBarrier(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.store.Range(key, end, opts)
+	if errors.Is(err, mvcc.ErrInvalidRange) {
+		// etcd answers a range whose end sorts before its key with no keys.
+		return &pb.RangeResponse{Header: header(s.store.Rev())}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rangeResponse(r, res), nil
+}
+
+func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := k.s.checkValue(r.Value); err != nil {
+		return nil, toGRPC(err)
+	}
+	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Put: r})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	out := resp.(*pb.PutResponse)
+	k.s.fill(out.Header)
+	return out, nil
+}
+
+func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{DeleteRange: r})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	out := resp.(*pb.DeleteRangeResponse)
+	k.s.fill(out.Header)
+	return out, nil
+}
+
+func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := checkTxnSize(r); err != nil {
+		return nil, toGRPC(err)
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			if p := op.GetRequestPut(); p != nil {
+				if err := k.s.checkValue(p.Value); err != nil {
+					return nil, toGRPC(err)
+				}
+			}
+		}
+	}
+	var out *pb.TxnResponse
+	if readOnly(r) {
+		// As etcd: a txn without writes is a read, served here after a
+		// read barrier instead of through the log.
+		if err := k.s.node.ReadBarrier(ctx); err != nil {
+			return nil, toGRPC(err)
+		}
+		resp, err := k.s.apply.txn(0, r)
+		if err != nil {
+			return nil, toGRPC(err)
+		}
+		out = resp
+	} else {
+		resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Txn: r})
+		if err != nil {
+			return nil, toGRPC(err)
+		}
+		out = resp.(*pb.TxnResponse)
+	}
+	k.s.fill(out.Header)
+	return out, nil
+}
+
+// readOnly reports whether neither branch of a txn writes.
+func readOnly(r *pb.TxnRequest) bool {
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			switch v := op.Request.(type) {
+			case *pb.RequestOp_RequestRange:
+			case *pb.RequestOp_RequestTxn:
+				if !readOnly(v.RequestTxn) {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	out := resp.(*pb.CompactionResponse)
+	k.s.fill(out.Header)
+	return out, nil
+}
+
+// checkValue enforces server.max_value_bytes.
+func (s *Server) checkValue(v []byte) error {
+	if int64(len(v)) > s.cfg.Server.MaxValueBytes {
+		return errorfValueTooLarge(len(v), s.cfg.Server.MaxValueBytes)
+	}
+	return nil
+}

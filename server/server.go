@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratadb/strata/cluster"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc"
+)
+
+// ShutdownTimeout is how long Close waits for requests in flight before
+// it cuts the remaining connections.
+const ShutdownTimeout = 10 * time.Second
+
+// Options are the run-time hooks of a Server that do not belong in a
+// config file.
+type Options struct {
+	// Logger receives the server's and the engine's log lines; nil is
+	// silent.
+	Logger engine.Logger
+	// NewNode builds the apply path over the server's state machine; nil
+	// means cluster.NewLocal, a single member. The raft cluster passes its
+	// own, so the server code does not fork on "clustered or not".
+	NewNode func(sm cluster.StateMachine, ids IDs) (cluster.Node, error)
+}
+
+// IDs are the identities a single member reports in every response
+// header, derived from db_path so they survive restarts.
+type IDs struct {
+	ClusterID, MemberID uint64
+	Name                string
+}
+
+// Server serves etcd's v2 keys API and v3 gRPC API over one mvcc store.
+// Start it with Start, stop it with Close.
+type Server struct {
+	cfg   *config.Config
+	log   engine.Logger
+	db    *engine.DB
+	store *mvcc.Store
+	node  cluster.Node
+	apply *applier
+	lease *lessor
+	ids   IDs
+
+	ln      net.Listener
+	grpc    *grpc.Server
+	http    *http.Server
+	serving sync.WaitGroup
+	serveMu sync.Mutex
+	serveEr error
+	metrics *metrics
+
+	// streams is cancelled at shutdown: it ends watch and lease
+	// keep-alive streams, which would otherwise never finish.
+	streams       context.Context
+	cancelStreams context.CancelFunc
+
+	reqID     atomic.Uint64
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the store that cfg describes, starts listening on
+// cfg.Server.Listen and serves until Close. cfg is not modified; the
+// memory budget of [server] is applied to a copy.
+func Start(cfg *config.Config, opts Options) (*Server, error) {
+	cfg = cfg.Clone()
+	cfg.ApplyMemoryBudget()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: opts.Logger}
+	s.ids = deriveIDs(cfg.DBPath)
+	var err error
+	if s.db, err = engine.OpenWithOptions(cfg, engine.Options{Logger: opts.Logger}); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Server, error) {
+		if s.node != nil {
+			_ = s.node.Stop()
+		}
+		if s.ln != nil {
+			_ = s.ln.Close()
+		}
+		if s.store != nil {
+			_ = s.store.Close()
+		}
+		_ = s.db.Close()
+		return nil, err
+	}
+	if s.store, err = mvcc.Open(s.db, mvcc.Options{}); err != nil {
+		return fail(err)
+	}
+	s.apply = &applier{store: s.store}
+	if s.ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
+	}
+	url := clientURL(cfg, s.ln.Addr())
+	newNode := opts.NewNode
+	if newNode == nil {
+		newNode = func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
+			return cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID,
+				Name: ids.Name, ClientURLs: []string{url}})
+		}
+	}
+	if s.node, err = newNode(s.apply, s.ids); err != nil {
+		return fail(err)
+	}
+	// etcd's idutil: the member ID's low 16 bits, the start time in ms,
+	// then a counter, so IDs stay unique across restarts.
+	s.reqID.Store(s.ids.MemberID&0xffff<<48 | uint64(time.Now().UnixMilli())&(1<<40-1)<<8)
+	s.streams, s.cancelStreams = context.WithCancel(context.Background())
+	s.metrics = newMetrics(s)
+	s.lease = newLessor(s)
+	if err := s.serve(); err != nil {
+		return fail(err)
+	}
+	s.lease.start()
+	return s, nil
+}
+
+// Addr returns the address the server listens on (with the port chosen
+// when the configuration said port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Node returns the apply path (for tests and the cluster).
+func (s *Server) Node() cluster.Node { return s.node }
+
+// Close shuts down gracefully: it stops accepting connections, ends watch
+// and keep-alive streams, waits up to ShutdownTimeout for the requests in
+// flight (each write either finishes and is acknowledged, or was never
+// applied), then stops the node and closes the store and the engine.
+// Every write acknowledged before Close is durable (with sync = true).
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.lease.stop()
+		s.shutdownListeners()
+		var errs []error
+		if err := s.node.Stop(); err != nil && !errors.Is(err, cluster.ErrStopped) {
+			errs = append(errs, err)
+		}
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Err returns the error that stopped serving, if any (nil after Close).
+func (s *Server) Err() error {
+	s.serveMu.Lock()
+	defer s.serveMu.Unlock()
+	return s.serveEr
+}
+
+func (s *Server) setServeErr(err error) {
+	s.serveMu.Lock()
+	defer s.serveMu.Unlock()
+	if s.serveEr == nil {
+		s.serveEr = err
+	}
+}
+
+// propose sends a write through the apply path and returns its etcd
+// response or the error the command caused.
+func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error) {
+	r.Header = &pb.RequestHeader{ID: s.reqID.Add(1)}
+	data, err := proto.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.node.Propose(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	ar, ok := res.(*applyResult)
+	if !ok {
+		return nil, fmt.Errorf("server: apply returned %T", res)
+	}
+	return ar.resp, ar.err
+}
+
+// fill completes a response header with the member's identity.
+func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
+	if h == nil {
+		h = &pb.ResponseHeader{Revision: s.store.Rev()}
+	}
+	st := s.node.Status()
+	h.ClusterId, h.MemberId, h.RaftTerm = st.ClusterID, st.MemberID, st.Term
+	return h
+}
+
+// deriveIDs hashes the absolute db_path into stable, non-zero IDs.
+func deriveIDs(dbPath string) IDs {
+	abs, err := filepath.Abs(dbPath)
+	if err != nil {
+		abs = dbPath
+	}
+	hash := func(s string) uint64 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(s))
+		if v := h.Sum64(); v != 0 {
+			return v
+		}
+		return 1
+	}
+	m := hash("strata member " + abs)
+	return IDs{MemberID: m, ClusterID: hash(fmt.Sprintf("strata cluster %x", m)), Name: "strata"}
+}
+
+// clientURL is the URL clients reach the server at.
+func clientURL(cfg *config.Config, addr net.Addr) string {
+	scheme := "http"
+	if cfg.Server.CertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + addr.String()
+}

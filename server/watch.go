@@ -1,0 +1,236 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/stratadb/strata/mvcc"
+)
+
+// watchServer is etcd's Watch service: each stream carries any number of
+// watchers, created and cancelled by the client's requests, each fed by
+// an mvcc.Watcher.
+type watchServer struct {
+	pb.UnimplementedWatchServer
+	s *Server
+}
+
+// watchStream is one client stream and its watchers.
+type watchStream struct {
+	s      *Server
+	stream pb.Watch_WatchServer
+	ctx    context.Context
+
+	// sendMu serializes Send, which gRPC allows on one goroutine at a time.
+	sendMu sync.Mutex
+
+	mu       sync.Mutex
+	watchers map[int64]*streamWatcher
+	nextID   int64
+	wg       sync.WaitGroup
+}
+
+// streamWatcher is one watcher of a stream.
+type streamWatcher struct {
+	w        *mvcc.Watcher
+	noPut    bool
+	noDelete bool
+	// cancelled is set when the client cancelled it (its canceled reply
+	// is already sent).
+	cancelled bool
+}
+
+func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	stop := context.AfterFunc(ws.s.streams, cancel)
+	defer stop()
+	st := &watchStream{s: ws.s, stream: stream, ctx: ctx, watchers: map[int64]*streamWatcher{}}
+	defer func() {
+		cancel() // unblocks senders and ends the store's watchers
+		st.closeAll()
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- st.recvLoop() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		if ws.s.streams.Err() != nil {
+			return rpctypes.ErrGRPCStopped
+		}
+		return ctx.Err()
+	}
+}
+
+func (st *watchStream) recvLoop() error {
+	for {
+		req, err := st.stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch r := req.RequestUnion.(type) {
+		case *pb.WatchRequest_CreateRequest:
+			if err := st.create(r.CreateRequest); err != nil {
+				return err
+			}
+		case *pb.WatchRequest_CancelRequest:
+			if err := st.cancel(r.CancelRequest.WatchId); err != nil {
+				return err
+			}
+		case *pb.WatchRequest_ProgressRequest:
+			if err := st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: -1}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (st *watchStream) send(r *pb.WatchResponse) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	return st.stream.Send(r)
+}
+
+// create starts a watcher. etcd always answers created; a watcher that
+// cannot start (a compacted start revision, a bad range) is then
+// cancelled in a second reply, with compact_revision for compaction, which
+// clientv3 reports as ErrCompacted so the client can resume from it.
+func (st *watchStream) create(r *pb.WatchCreateRequest) error {
+	st.mu.Lock()
+	id := r.WatchId
+	if id == 0 {
+		for st.watchers[st.nextID] != nil {
+			st.nextID++
+		}
+		id = st.nextID
+		st.nextID++
+	} else if st.watchers[id] != nil {
+		st.mu.Unlock()
+		return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true, Canceled: true,
+			CancelReason: "etcdserver: duplicate watch ID"})
+	}
+	var opts []mvcc.WatchOption
+	if r.PrevKv {
+		opts = append(opts, mvcc.WithPrevKV())
+	}
+	w, err := st.s.store.Watch(st.ctx, r.Key, r.RangeEnd, r.StartRevision, opts...)
+	sw := &streamWatcher{w: w}
+	for _, f := range r.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			sw.noPut = true
+		case pb.WatchCreateRequest_NODELETE:
+			sw.noDelete = true
+		}
+	}
+	if err == nil {
+		st.watchers[id] = sw
+		// The created reply goes out before any event of the watcher: the
+		// sender loop starts after it.
+		st.sendMu.Lock()
+		st.mu.Unlock()
+		err := st.stream.Send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true})
+		st.sendMu.Unlock()
+		if err != nil {
+			return err
+		}
+		st.wg.Add(1)
+		go st.deliver(id, sw)
+		return nil
+	}
+	st.mu.Unlock()
+	if err := st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true}); err != nil {
+		return err
+	}
+	return st.send(st.canceled(id, err))
+}
+
+// canceled is the reply that ends watcher id because of err.
+func (st *watchStream) canceled(id int64, err error) *pb.WatchResponse {
+	r := &pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Canceled: true}
+	if errors.Is(err, mvcc.ErrCompacted) {
+		r.CompactRevision = st.s.store.CompactRev()
+		r.CancelReason = rpctypes.ErrCompacted.Error()
+	} else if err != nil {
+		r.CancelReason = toGRPC(err).Error()
+	}
+	return r
+}
+
+// deliver sends the watcher's events until it stops.
+func (st *watchStream) deliver(id int64, sw *streamWatcher) {
+	defer st.wg.Done()
+	for evs := range sw.w.C {
+		out := make([]*mvccpb.Event, 0, len(evs))
+		var last int64
+		for i := range evs {
+			e := &evs[i]
+			last = e.KV.ModRevision
+			if e.Type == mvcc.EventPut && sw.noPut || e.Type == mvcc.EventDelete && sw.noDelete {
+				continue
+			}
+			pe := &mvccpb.Event{Kv: toPBKV(&e.KV)}
+			if e.Type == mvcc.EventDelete {
+				pe.Type = mvccpb.DELETE
+			}
+			if e.PrevKV != nil {
+				pe.PrevKv = toPBKV(e.PrevKV)
+			}
+			out = append(out, pe)
+		}
+		if len(out) == 0 {
+			continue
+		}
+		h := st.s.fill(&pb.ResponseHeader{Revision: last})
+		if err := st.send(&pb.WatchResponse{Header: h, WatchId: id, Events: out}); err != nil {
+			sw.w.Close()
+			return
+		}
+	}
+	err := sw.w.Err()
+	st.mu.Lock()
+	cancelled := sw.cancelled
+	if st.watchers[id] == sw {
+		delete(st.watchers, id)
+	}
+	st.mu.Unlock()
+	if cancelled || st.ctx.Err() != nil || errors.Is(err, mvcc.ErrClosed) {
+		return
+	}
+	_ = st.send(st.canceled(id, err))
+}
+
+// cancel stops watcher id at the client's request and confirms it.
+func (st *watchStream) cancel(id int64) error {
+	st.mu.Lock()
+	sw := st.watchers[id]
+	if sw != nil {
+		sw.cancelled = true
+		delete(st.watchers, id)
+	}
+	st.mu.Unlock()
+	if sw == nil {
+		return nil
+	}
+	sw.w.Close()
+	return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Canceled: true})
+}
+
+func (st *watchStream) closeAll() {
+	st.mu.Lock()
+	for _, sw := range st.watchers {
+		sw.w.Close()
+	}
+	st.mu.Unlock()
+	st.wg.Wait()
+}
