@@ -321,7 +321,12 @@ var kindLabel = map[Kind]string{KindStrata: "Strata", KindEtcd34: "etcd 3.4", Ki
 // Table is the memory table: per row, each server's RSS and load time, and
 // Strata's RSS against each etcd's.
 func (res *MemoryResult) Table() *report.Table {
-	servers := res.Options.Servers
+	var servers []Kind
+	for _, k := range Kinds {
+		if slices.Contains(res.Options.Servers, k) {
+			servers = append(servers, k)
+		}
+	}
 	cols := []report.Column{{Name: "Keys"}, {Name: "Versions"}, {Name: "Key", Unit: "B"}, {Name: "Value", Unit: "B"}}
 	for _, k := range servers {
 		cols = append(cols, report.Column{Name: kindLabel[k] + " RSS", Unit: "MB", Format: "%.1f"})

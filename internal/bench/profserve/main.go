@@ -1,0 +1,57 @@
+// Command profserve is the strata command with Go's profiler switched on,
+// for finding where `strata serve` spends its time and memory under
+// `strata bench`:
+//
+//	go build -o /tmp/strata-prof ./internal/bench/profserve
+//	STRATA_PPROF_ADDR=127.0.0.1:6060 strata bench qps --strata /tmp/strata-prof ...
+//	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=20
+//
+// With STRATA_PPROF_ADDR (a loopback HOST:PORT) it serves net/http/pprof
+// there; with STRATA_CPUPROFILE=FILE it writes a CPU profile of the whole
+// run to FILE when the command returns (serve returns after SIGTERM). The
+// release binary, cmd/strata, has neither.
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // the /debug/pprof handlers on http.DefaultServeMux
+	"os"
+	"runtime/pprof"
+
+	"github.com/stratadb/strata/internal/admin"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "strata:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	if addr := os.Getenv("STRATA_PPROF_ADDR"); addr != "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || !net.ParseIP(host).IsLoopback() {
+			return fmt.Errorf("STRATA_PPROF_ADDR=%q: must be a loopback HOST:PORT such as 127.0.0.1:6060", addr)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("STRATA_PPROF_ADDR=%q: %w", addr, err)
+		}
+		go http.Serve(l, nil)
+	}
+	if path := os.Getenv("STRATA_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("STRATA_CPUPROFILE=%q: %w", path, err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("STRATA_CPUPROFILE=%q: %w", path, err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return admin.NewRootCommand().Execute()
+}
