@@ -98,4 +98,35 @@ var (
 	ErrNoLeader = errors.New("cluster: no leader")
 	ErrStopped  = errors.New("cluster: node stopped")
 	ErrTimeout  = errors.New("cluster: request timed out")
+	// ErrMemberNotFound: RemoveMember of an ID that is not a member
+	// (etcd's rpctypes.ErrGRPCMemberNotFound).
+	ErrMemberNotFound = errors.New("cluster: member not found")
+	// ErrPeerURLExists: AddMember of a peer URL a member already has
+	// (etcd's rpctypes.ErrGRPCPeerURLExist).
+	ErrPeerURLExists = errors.New("cluster: peer URL exists")
 )
+
+// StateSyncer is implemented by a StateMachine whose Apply does not make
+// each command durable by itself: with a raft Node the raft log is the
+// durable record (fsynced on a majority before a command is applied), so
+// the state machine's own store may run with sync = false, and a restart
+// replays the log after the state machine's durable AppliedIndex. Before
+// the raft Node truncates its log it calls SyncState, which must make
+// everything applied so far durable. A StateMachine without it is taken
+// to be durable at every Apply.
+//
+// Also part of the contract with a raft Node: Snapshot may run on another
+// goroutine while Apply goes on (it streams to a member that fell behind),
+// so it must read one consistent state (an engine snapshot) and return the
+// index of that state.
+type StateSyncer interface {
+	SyncState() error
+}
+
+// Stopper is implemented by a Node that can stop by itself (a raft member
+// removed from its cluster, or one whose state machine failed): Done is
+// closed once it stopped, and Err says why (nil after Stop).
+type Stopper interface {
+	Done() <-chan struct{}
+	Err() error
+}

@@ -1,0 +1,479 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// applyJob is one unit of work for the apply goroutine, in log order:
+// committed entries, or the state machine data of a received snapshot.
+type applyJob struct {
+	entries []*pb.Entry
+	restore *pb.Snapshot
+	// done, if set, is closed once the job is applied.
+	done chan struct{}
+	err  error
+}
+
+// run is the Ready loop.
+func (n *raftNode) run() {
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	isLeader := false
+	for {
+		select {
+		case <-ticker.C:
+			n.raft.Tick()
+		case rd := <-n.raft.Ready():
+			if rd.SoftState != nil {
+				isLeader = rd.RaftState == raft.StateLeader
+				n.setLeader(rd.Lead)
+			}
+			if err := n.handleReady(rd, isLeader); err != nil {
+				n.fail(err)
+				return
+			}
+		case <-n.stopc:
+			return
+		}
+	}
+}
+
+func (n *raftNode) setLeader(lead uint64) {
+	if old := n.lead.Swap(lead); old != lead {
+		if lead != 0 {
+			n.logf("leader is %x", lead)
+		}
+		select {
+		case n.leaderc <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handleReady persists, sends, hands over committed entries and advances.
+func (n *raftNode) handleReady(rd raft.Ready, isLeader bool) error {
+	for _, rs := range rd.ReadStates {
+		select {
+		case n.readStatec <- rs:
+		default: // nobody waits for it any more; the reader retries
+		}
+	}
+	msgs := n.divertSnapshots(rd.Messages)
+	if isLeader {
+		// The leader's appends may go out while it persists its own copy:
+		// an entry commits only once a quorum, counting the leader only
+		// after its write, has it on disk.
+		n.tr.send(msgs)
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		// The state machine takes the snapshot's data first: if we crash
+		// before the raft log records the snapshot, the restarted member
+		// has a state machine ahead of its log, which skips what it has.
+		if err := n.runJob(&applyJob{restore: rd.Snapshot, done: make(chan struct{})}); err != nil {
+			return err
+		}
+	}
+	if err := n.log.save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+		return err
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		n.term.Store(rd.HardState.GetTerm())
+		n.commit.Store(rd.HardState.GetCommit())
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			return fmt.Errorf("cluster: apply snapshot to the raft storage: %w", err)
+		}
+	}
+	if err := n.storage.Append(rd.Entries); err != nil {
+		return fmt.Errorf("cluster: append to the raft storage: %w", err)
+	}
+	if len(rd.CommittedEntries) > 0 {
+		job := &applyJob{entries: rd.CommittedEntries}
+		if hasConfChange(rd.CommittedEntries) {
+			// A follower must not vote or count votes with a stale
+			// membership: wait for the change to apply before sending.
+			job.done = make(chan struct{})
+			if err := n.runJob(job); err != nil {
+				return err
+			}
+		} else {
+			select {
+			case n.applyc <- job:
+			case <-n.stopc:
+				return nil
+			}
+		}
+	}
+	if !isLeader {
+		n.tr.send(msgs)
+	}
+	n.raft.Advance()
+	return nil
+}
+
+// divertSnapshots hands MsgSnap messages to the apply goroutine, which
+// sends them with its current state (mergeSnapshot), and returns the rest.
+func (n *raftNode) divertSnapshots(msgs []*pb.Message) []*pb.Message {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if m.GetType() != pb.MsgSnap {
+			out = append(out, m)
+			continue
+		}
+		select {
+		case n.snapMsgc <- m:
+		default:
+			n.raft.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+		}
+	}
+	return out
+}
+
+// mergeSnapshot rewrites a MsgSnap to describe this member's applied
+// state, as etcd's leader does: raft names the snapshot in its storage,
+// which may predate a member added since (a joining member must find
+// itself in the snapshot's configuration); the member list and
+// configuration as of the applied index do not, and the state machine's
+// data streamed with it is at least as new.
+func (n *raftNode) mergeSnapshot(m *pb.Message) {
+	applied := n.applied.Load()
+	term, err := n.storage.Term(applied)
+	if err != nil {
+		n.logf("snapshot for %x: term of applied index %d: %v", m.GetTo(), applied, err)
+		n.raft.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+		return
+	}
+	n.membersMu.RLock()
+	data := n.members.marshal()
+	n.membersMu.RUnlock()
+	m.Snapshot = &pb.Snapshot{
+		Data: data,
+		Metadata: &pb.SnapshotMetadata{
+			Index:     new(applied),
+			Term:      new(term),
+			ConfState: proto.Clone(n.confState).(*pb.ConfState),
+		},
+	}
+	n.tr.send([]*pb.Message{m})
+}
+
+// runJob queues job and waits until it is applied.
+func (n *raftNode) runJob(job *applyJob) error {
+	select {
+	case n.applyc <- job:
+	case <-n.stopc:
+		return ErrStopped
+	}
+	select {
+	case <-job.done:
+		return job.err
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+func hasConfChange(ents []*pb.Entry) bool {
+	for _, e := range ents {
+		if e.GetType() != pb.EntryNormal {
+			return true
+		}
+	}
+	return false
+}
+
+// applyLoop applies jobs in order.
+func (n *raftNode) applyLoop() {
+	defer n.wg.Done()
+	for {
+		var job *applyJob
+		select {
+		case job = <-n.applyc:
+		case m := <-n.snapMsgc:
+			n.mergeSnapshot(m)
+			continue
+		case <-n.stopc:
+			return
+		}
+		var err error
+		if job.restore != nil {
+			err = n.restoreSnapshot(job.restore)
+		} else {
+			err = n.applyEntries(job.entries)
+		}
+		if err == nil {
+			err = n.maybeSnapshot()
+		}
+		job.err = err
+		if job.done != nil {
+			close(job.done)
+		}
+		if err != nil {
+			n.fail(err)
+			return
+		}
+	}
+}
+
+// setApplied publishes the applied index and wakes its waiters.
+func (n *raftNode) setApplied(index uint64) {
+	n.applied.Store(index)
+	n.appliedMu.Lock()
+	close(n.appliedWake)
+	n.appliedWake = make(chan struct{})
+	n.appliedMu.Unlock()
+}
+
+// appliedSignal returns a channel closed when applied next moves.
+func (n *raftNode) appliedSignal() <-chan struct{} {
+	n.appliedMu.Lock()
+	defer n.appliedMu.Unlock()
+	return n.appliedWake
+}
+
+func (n *raftNode) applyEntries(ents []*pb.Entry) error {
+	last := n.applied.Load()
+	for _, e := range ents {
+		idx := e.GetIndex()
+		if idx <= last {
+			continue // covered by a snapshot restored since
+		}
+		if idx != last+1 {
+			return fmt.Errorf("cluster: committed entry %d follows applied entry %d: a gap", idx, last)
+		}
+		var err error
+		switch e.GetType() {
+		case pb.EntryNormal:
+			err = n.applyNormal(idx, e.GetData())
+		case pb.EntryConfChange:
+			err = n.applyConfChange(idx, e.GetData())
+		default:
+			err = fmt.Errorf("cluster: entry %d: unsupported entry type %v", idx, e.GetType())
+		}
+		if err != nil {
+			return err
+		}
+		last = idx
+	}
+	n.setApplied(last)
+	return nil
+}
+
+func (n *raftNode) applyNormal(idx uint64, data []byte) error {
+	if len(data) == 0 {
+		return nil // a new leader's empty entry
+	}
+	if len(data) < proposalHeader {
+		return fmt.Errorf("cluster: entry %d: %d bytes is too short for a proposal", idx, len(data))
+	}
+	proposer := binary.BigEndian.Uint64(data[1:])
+	reqID := binary.BigEndian.Uint64(data[9:])
+	body := data[proposalHeader:]
+	switch data[0] {
+	case kindCommand:
+		if idx <= n.smApplied {
+			return nil // the state machine has it (restart, or data newer than its snapshot)
+		}
+		res, err := n.sm.Apply(idx, body)
+		if err != nil {
+			return fmt.Errorf("cluster: state machine cannot apply entry %d: %w", idx, err)
+		}
+		n.smApplied = idx
+		if proposer == n.id {
+			n.wait.trigger(reqID, applyResult{result: res})
+		}
+	case kindAttributes:
+		var attrs Member
+		if err := json.Unmarshal(body, &attrs); err != nil {
+			return fmt.Errorf("cluster: entry %d: member attributes: %w", idx, err)
+		}
+		if err := n.updateMembers(idx, func(s *memberSet) {
+			if m := s.Members[attrs.ID]; m != nil {
+				m.Name, m.ClientURLs = attrs.Name, attrs.ClientURLs
+				s.Started[attrs.ID] = true
+			}
+		}); err != nil {
+			return err
+		}
+		if proposer == n.id {
+			n.wait.trigger(reqID, applyResult{})
+		}
+	default:
+		return fmt.Errorf("cluster: entry %d: unknown kind %d", idx, data[0])
+	}
+	return nil
+}
+
+// updateMembers applies change to the member list at idx, unless the list
+// already has it, and saves the list.
+func (n *raftNode) updateMembers(idx uint64, change func(*memberSet)) error {
+	n.membersMu.Lock()
+	if idx <= n.members.Applied {
+		n.membersMu.Unlock()
+		return nil
+	}
+	next := n.members.clone()
+	change(next)
+	next.Applied = idx
+	n.members = next
+	n.membersMu.Unlock()
+	if err := n.log.saveMembers(next); err != nil {
+		return err
+	}
+	n.tr.setPeers(next.Members)
+	return nil
+}
+
+func (n *raftNode) applyConfChange(idx uint64, data []byte) error {
+	cc := &pb.ConfChange{}
+	if err := proto.Unmarshal(data, cc); err != nil {
+		return fmt.Errorf("cluster: entry %d: conf change: %w", idx, err)
+	}
+	// Raft's own configuration is rebuilt from the snapshot plus every
+	// change after it, so every change is applied to raft, even one the
+	// member list already has.
+	n.confState = n.raft.ApplyConfChange(cc)
+	id := cc.GetNodeId()
+	var err error
+	switch cc.GetType() {
+	case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode, pb.ConfChangeUpdateNode:
+		var m Member
+		if len(cc.GetContext()) > 0 {
+			if err := json.Unmarshal(cc.GetContext(), &m); err != nil {
+				return fmt.Errorf("cluster: entry %d: member: %w", idx, err)
+			}
+		}
+		m.ID = id
+		err = n.updateMembers(idx, func(s *memberSet) {
+			if old := s.Members[id]; old != nil && m.Name == "" {
+				m.Name, m.ClientURLs = old.Name, old.ClientURLs
+			}
+			s.Members[id] = &m
+		})
+		if err == nil {
+			n.logf("member %x (%v) added at index %d", id, m.PeerURLs, idx)
+		}
+	case pb.ConfChangeRemoveNode:
+		err = n.updateMembers(idx, func(s *memberSet) {
+			delete(s.Members, id)
+			delete(s.Started, id)
+			s.Removed[id] = true
+		})
+		if err == nil {
+			n.logf("member %x removed at index %d", id, idx)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	n.wait.trigger(cc.GetId(), applyResult{})
+	if cc.GetType() == pb.ConfChangeRemoveNode && id == n.id {
+		n.setApplied(idx)
+		n.fail(ErrRemoved)
+	}
+	return nil
+}
+
+// restoreSnapshot replaces the state machine and the member list with a
+// snapshot received from the leader.
+func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
+	index := snap.GetMetadata().GetIndex()
+	n.recvMu.Lock()
+	rs, ok := n.recv[index]
+	for i, r := range n.recv {
+		if i <= index {
+			if i != index {
+				_ = os.Remove(r.path)
+			}
+			delete(n.recv, i)
+		}
+	}
+	n.recvMu.Unlock()
+	if !ok {
+		return fmt.Errorf("cluster: raft snapshot at index %d arrived without its state machine data", index)
+	}
+	defer os.Remove(rs.path)
+	if rs.dataIndex > n.smApplied {
+		f, err := os.Open(rs.path)
+		if err != nil {
+			return fmt.Errorf("cluster: snapshot data: %w", err)
+		}
+		err = n.sm.Restore(f, rs.dataIndex)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("cluster: state machine cannot restore the snapshot at index %d: %w", rs.dataIndex, err)
+		}
+		n.smApplied = rs.dataIndex
+	}
+	members, err := unmarshalMemberSet(snap.GetData())
+	if err != nil {
+		return err
+	}
+	members.Applied = index
+	n.membersMu.Lock()
+	n.members = members
+	n.membersMu.Unlock()
+	if err := n.log.saveMembers(members); err != nil {
+		return err
+	}
+	n.tr.setPeers(members.Members)
+	n.confState = proto.Clone(pb.EnsureConfState(snap.GetMetadata().GetConfState())).(*pb.ConfState)
+	n.snapIndex = index
+	n.setApplied(index)
+	n.logf("restored snapshot at index %d (state machine at %d)", index, n.smApplied)
+	return nil
+}
+
+// maybeSnapshot takes a snapshot at the applied index every
+// SnapshotEntries entries and truncates the log CatchUpEntries behind it.
+// The state machine's data is not copied: a snapshot is the member list
+// and raft's configuration at the index; the data is streamed from the
+// state machine when a follower needs it.
+func (n *raftNode) maybeSnapshot() error {
+	applied := n.applied.Load()
+	if applied-n.snapIndex < n.cfg.SnapshotEntries {
+		return nil
+	}
+	// Entries are dropped from the log below: what the state machine
+	// applied must be durable first.
+	if s, ok := n.sm.(StateSyncer); ok {
+		if err := s.SyncState(); err != nil {
+			return fmt.Errorf("cluster: state machine sync before snapshot: %w", err)
+		}
+	}
+	n.membersMu.RLock()
+	data := n.members.marshal()
+	n.membersMu.RUnlock()
+	snap, err := n.storage.CreateSnapshot(applied, n.confState, data)
+	if errors.Is(err, raft.ErrSnapOutOfDate) {
+		n.snapIndex = applied
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: snapshot at %d: %w", applied, err)
+	}
+	if err := n.log.saveSnapshot(snap); err != nil {
+		return err
+	}
+	n.snapIndex = applied
+	if applied > n.cfg.CatchUpEntries {
+		compact := applied - n.cfg.CatchUpEntries
+		if err := n.storage.Compact(compact); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return fmt.Errorf("cluster: compact raft storage at %d: %w", compact, err)
+		}
+		if err := n.log.compact(compact); err != nil {
+			return err
+		}
+	}
+	return nil
+}
