@@ -79,7 +79,7 @@ func (m *metrics) http(name string, h http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(sw, r)
-		m.observe("http", name+" "+r.Method, strconv.Itoa(sw.code), start)
+		m.observe("http", name+" "+methodLabel(r.Method), strconv.Itoa(sw.code), start)
 	})
 }
 
@@ -92,4 +92,14 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	w.code = code
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// methodLabel bounds the label values a client can create: the methods
+// the server answers, and OTHER.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodDelete:
+		return m
+	}
+	return "OTHER"
 }

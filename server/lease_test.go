@@ -1,0 +1,109 @@
+package server
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestLease(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+
+	g, err := c.Grant(ctx, 60)
+	if err != nil || g.ID == 0 || g.TTL != 60 {
+		t.Fatalf("grant: %+v, %v", g, err)
+	}
+	if _, err := c.Put(ctx, "held", "v", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "nolease", "v", clientv3.WithLease(12345)); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("put with an unknown lease: %v, want %v", err, rpctypes.ErrLeaseNotFound)
+	}
+	ttl, err := c.TimeToLive(ctx, g.ID, clientv3.WithAttachedKeys())
+	if err != nil || ttl.GrantedTTL != 60 || ttl.TTL <= 0 || ttl.TTL > 60 || len(ttl.Keys) != 1 || string(ttl.Keys[0]) != "held" {
+		t.Errorf("time to live: %+v, %v", ttl, err)
+	}
+	ka, err := c.KeepAliveOnce(ctx, g.ID)
+	if err != nil || ka.TTL != 60 {
+		t.Errorf("keep alive: %+v, %v", ka, err)
+	}
+	ls, err := c.Leases(ctx)
+	if err != nil || len(ls.Leases) != 1 || ls.Leases[0].ID != g.ID {
+		t.Errorf("leases: %+v, %v", ls, err)
+	}
+	if _, err := c.Revoke(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Get(ctx, "held"); err != nil || r.Count != 0 {
+		t.Errorf("key of a revoked lease: %+v, %v", r, err)
+	}
+	ttl, err = c.TimeToLive(ctx, g.ID)
+	if err != nil || ttl.TTL != -1 {
+		t.Errorf("time to live of a revoked lease: %+v, %v", ttl, err)
+	}
+	if _, err := c.Revoke(ctx, g.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("revoke twice: %v, want %v", err, rpctypes.ErrLeaseNotFound)
+	}
+	if _, err := c.KeepAliveOnce(ctx, g.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("keep alive of a revoked lease: %v, want %v", err, rpctypes.ErrLeaseNotFound)
+	}
+}
+
+// TestLeaseExpires grants the shortest lease etcd gives (Grant(1) is 2 s),
+// keeps a second one alive, and sees only the first one's key deleted.
+func TestLeaseExpires(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	short, err := c.Grant(ctx, 1)
+	if err != nil || short.TTL != minLeaseTTL {
+		t.Fatalf("grant 1: %+v, %v (want TTL %d)", short, err, minLeaseTTL)
+	}
+	kept, err := c.Grant(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "short", "v", clientv3.WithLease(short.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "kept", "v", clientv3.WithLease(kept.ID)); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := c.KeepAlive(ctx, kept.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range kc { // clientv3 renews at a third of the TTL
+		}
+	}()
+	wc := c.Watch(ctx, "short")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := c.Get(ctx, "short")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key of an expired lease is still there after 20 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if evs := collect(t, wc, 1); evs[0].Type != clientv3.EventTypeDelete {
+		t.Errorf("expiry event: %s", describe(evs))
+	}
+	if r, err := c.Get(ctx, "kept"); err != nil || r.Count != 1 {
+		t.Errorf("key of a lease kept alive: %+v, %v", r, err)
+	}
+	if ttl, err := c.TimeToLive(ctx, short.ID); err != nil || ttl.TTL != -1 {
+		t.Errorf("expired lease: %+v, %v", ttl, err)
+	}
+}

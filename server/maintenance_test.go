@@ -1,0 +1,89 @@
+package server
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestStatusAlarmMembers(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	addr := s.Addr().String()
+	st, err := c.Status(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Header.MemberId == 0 || st.Leader != st.Header.MemberId || st.DbSize <= 0 || st.Version == "" || st.RaftTerm == 0 {
+		t.Errorf("status: %+v", st)
+	}
+	al, err := c.AlarmList(ctx)
+	if err != nil || len(al.Alarms) != 0 {
+		t.Errorf("alarms: %+v, %v", al, err)
+	}
+	ml, err := c.MemberList(ctx)
+	if err != nil || len(ml.Members) != 1 || ml.Members[0].ID != st.Header.MemberId || ml.Members[0].ClientURLs[0] != "http://"+addr {
+		t.Errorf("members: %+v, %v", ml, err)
+	}
+	// What Strata does not implement says so.
+	if _, err := c.Defragment(ctx, addr); status.Code(err) != codes.Unimplemented {
+		t.Errorf("defragment: %v, want Unimplemented", err)
+	}
+	if _, err := c.AuthEnable(ctx); status.Code(err) != codes.Unimplemented {
+		t.Errorf("auth enable: %v, want Unimplemented", err)
+	}
+	if _, err := c.MemberAdd(ctx, []string{"http://127.0.0.1:2380"}); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "single member") {
+		t.Errorf("member add: %v, want Unimplemented", err)
+	}
+	if _, err := pb.NewKVClient(c.ActiveConnection()).Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{
+		RequestTxn: &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k")}}}}}}}}}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("nested txn: %v, want Unimplemented", err)
+	}
+}
+
+// TestEtcdctl drives the server with the stock etcdctl (v3).
+func TestEtcdctl(t *testing.T) {
+	bin, err := exec.LookPath("etcdctl")
+	if err != nil {
+		t.Skip("etcdctl not installed (apt-get install etcd-client)")
+	}
+	s := startServer(t, testConfig(t))
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--endpoints=" + s.Addr().String()}, args...)...)
+		cmd.Env = append(cmd.Environ(), "ETCDCTL_API=3")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("etcdctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	for _, tt := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"", []string{"put", "foo", "bar"}, "OK\n"},
+		{"", []string{"put", "foo", "baz", "--prev-kv"}, "OK\nfoo\nbar\n"},
+		{"", []string{"get", "foo"}, "foo\nbaz\n"},
+		{"", []string{"get", "foo", "--rev=2"}, "foo\nbar\n"},
+		{"", []string{"get", "f", "--prefix", "--keys-only"}, "foo\n\n"},
+		{"value(\"foo\") = \"baz\"\n\nput foo qux\n\n\n", []string{"txn"}, "SUCCESS\n\nOK\n"},
+		{"", []string{"del", "foo"}, "1\n"},
+		{"", []string{"compaction", "3"}, "compacted revision 3\n"},
+		{"", []string{"endpoint", "health"}, "is healthy"},
+		{"", []string{"endpoint", "status"}, "true, false, 1,"}, // is leader, is learner, raft term
+		{"", []string{"member", "list"}, "started, strata"},
+		{"", []string{"lease", "grant", "30"}, "granted with TTL(30s)"},
+	} {
+		if out := run(tt.stdin, tt.args...); !strings.Contains(out, tt.want) {
+			t.Errorf("etcdctl %s:\n%s\nwant it to contain %q", strings.Join(tt.args, " "), out, tt.want)
+		}
+	}
+}

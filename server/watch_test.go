@@ -1,0 +1,133 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// nextEvents reads one response of a watch channel, failing after 10 s.
+func nextResponse(t *testing.T, wc clientv3.WatchChan) clientv3.WatchResponse {
+	t.Helper()
+	select {
+	case r, ok := <-wc:
+		if !ok {
+			t.Fatal("watch channel closed")
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch response in 10 s")
+	}
+	return clientv3.WatchResponse{}
+}
+
+// collect reads events until it has n of them.
+func collect(t *testing.T, wc clientv3.WatchChan, n int) []*clientv3.Event {
+	t.Helper()
+	var evs []*clientv3.Event
+	for len(evs) < n {
+		r := nextResponse(t, wc)
+		if err := r.Err(); err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		evs = append(evs, r.Events...)
+	}
+	return evs
+}
+
+func describe(evs []*clientv3.Event) string {
+	s := ""
+	for _, e := range evs {
+		s += fmt.Sprintf("%s %s=%s@%d ", e.Type, e.Kv.Key, e.Kv.Value, e.Kv.ModRevision)
+	}
+	return s
+}
+
+func TestWatch(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	mustPut := func(k, v string) {
+		if _, err := c.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPut("p/a", "1") // rev 2
+	mustPut("q", "x")   // rev 3
+	mustPut("p/b", "2") // rev 4
+	if _, err := c.Delete(ctx, "p/a"); err != nil { // rev 5
+		t.Fatal(err)
+	}
+
+	// From a past revision, over a prefix, with prev_kv.
+	wctx, cancel := clientv3.WithRequireLeader(ctx), func() {}
+	defer cancel()
+	wc := c.Watch(wctx, "p/", clientv3.WithPrefix(), clientv3.WithRev(2), clientv3.WithPrevKV())
+	evs := collect(t, wc, 3)
+	if got, want := describe(evs), "PUT p/a=1@2 PUT p/b=2@4 DELETE p/a=@5 "; got != want {
+		t.Errorf("watch from 2: %s, want %s", got, want)
+	}
+	if evs[2].PrevKv == nil || string(evs[2].PrevKv.Value) != "1" {
+		t.Errorf("delete event without prev_kv: %+v", evs[2])
+	}
+	mustPut("p/c", "3") // rev 6: live
+	if evs := collect(t, wc, 1); describe(evs) != "PUT p/c=3@6 " {
+		t.Errorf("live event: %s", describe(evs))
+	}
+
+	// Cancel: the channel closes.
+	wctx2, cancel2 := clientv3.WithRequireLeader(ctx), func() {}
+	_ = cancel2
+	wc2 := c.Watch(wctx2, "q")
+	mustPut("q", "y") // rev 7
+	if evs := collect(t, wc2, 1); evs[0].Type != mvccpb.PUT || string(evs[0].Kv.Value) != "y" {
+		t.Errorf("watch q: %s", describe(evs))
+	}
+	if err := c.Watcher.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, ok := <-wc2:
+		if ok {
+			// a final canceled response may arrive first
+			if _, ok := <-wc2; ok {
+				t.Error("watch channel still open after close")
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("watch channel not closed after close")
+	}
+}
+
+// TestWatchResumesAfterCompaction watches from a compacted revision, gets
+// etcd's compaction error with the compact revision, and resumes from it.
+func TestWatchResumesAfterCompaction(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	for i := range 5 { // revisions 2..6
+		if _, err := c.Put(ctx, "k", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Compact(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	wc := c.Watch(ctx, "k", clientv3.WithRev(2))
+	r := nextResponse(t, wc)
+	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision != 4 || !r.Canceled {
+		t.Fatalf("watch below the compaction: err %v, compact revision %d, canceled %v", r.Err(), r.CompactRevision, r.Canceled)
+	}
+	if _, ok := <-wc; ok {
+		t.Error("channel open after the compaction error")
+	}
+	wc = c.Watch(ctx, "k", clientv3.WithRev(r.CompactRevision))
+	if got, want := describe(collect(t, wc, 3)), "PUT k=2@4 PUT k=3@5 PUT k=4@6 "; got != want {
+		t.Errorf("resumed watch: %s, want %s", got, want)
+	}
+}
