@@ -57,17 +57,15 @@ func TestWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustPut("p/a", "1") // rev 2
-	mustPut("q", "x")   // rev 3
-	mustPut("p/b", "2") // rev 4
+	mustPut("p/a", "1")                             // rev 2
+	mustPut("q", "x")                               // rev 3
+	mustPut("p/b", "2")                             // rev 4
 	if _, err := c.Delete(ctx, "p/a"); err != nil { // rev 5
 		t.Fatal(err)
 	}
 
 	// From a past revision, over a prefix, with prev_kv.
-	wctx, cancel := clientv3.WithRequireLeader(ctx), func() {}
-	defer cancel()
-	wc := c.Watch(wctx, "p/", clientv3.WithPrefix(), clientv3.WithRev(2), clientv3.WithPrevKV())
+	wc := c.Watch(clientv3.WithRequireLeader(ctx), "p/", clientv3.WithPrefix(), clientv3.WithRev(2), clientv3.WithPrevKV())
 	evs := collect(t, wc, 3)
 	if got, want := describe(evs), "PUT p/a=1@2 PUT p/b=2@4 DELETE p/a=@5 "; got != want {
 		t.Errorf("watch from 2: %s, want %s", got, want)
@@ -81,9 +79,7 @@ func TestWatch(t *testing.T) {
 	}
 
 	// Cancel: the channel closes.
-	wctx2, cancel2 := clientv3.WithRequireLeader(ctx), func() {}
-	_ = cancel2
-	wc2 := c.Watch(wctx2, "q")
+	wc2 := c.Watch(ctx, "q")
 	mustPut("q", "y") // rev 7
 	if evs := collect(t, wc2, 1); evs[0].Type != mvccpb.PUT || string(evs[0].Kv.Value) != "y" {
 		t.Errorf("watch q: %s", describe(evs))
