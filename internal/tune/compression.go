@@ -1,11 +1,13 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
@@ -103,6 +105,10 @@ type CompressionOptions struct {
 	Baseline bool
 	// Seed chooses the shuffled read order.
 	Seed int64
+	// MinTime is the least wall time of each timed phase of a run (write,
+	// read, scan): the phase repeats its work until it has run this long.
+	// 0 means DefaultMinTime.
+	MinTime time.Duration
 	// Progress receives progress; nil is silent.
 	Progress Progress
 }
@@ -110,6 +116,9 @@ type CompressionOptions struct {
 // Validate checks the options, Dir's writability included, before any work.
 func (o *CompressionOptions) Validate() error {
 	var errs []error
+	if o.MinTime < 0 {
+		errs = append(errs, fmt.Errorf("--min-time %s: must be >= 0", o.MinTime))
+	}
 	if o.Data == nil || o.Data.Len() == 0 {
 		errs = append(errs, errors.New("tune: no data to write"))
 	}
@@ -161,6 +170,11 @@ type CompressionRow struct {
 	// WriteMBps, ReadMBps and ScanMBps are the medians, in MiB/s of
 	// key+value bytes.
 	WriteMBps, ReadMBps, ScanMBps float64
+	// WriteMBPerCPUs and ReadMBPerCPUs are the medians of MiB of
+	// key+value bytes per CPU-second of the process (every thread) in the
+	// write and the read phase: the work a MB costs, whatever the number
+	// of cores and the noise of a shared machine.
+	WriteMBPerCPUs, ReadMBPerCPUs float64
 	// CompactSeconds is the median time of the full compaction; WriteAmp
 	// the median write amplification.
 	CompactSeconds, WriteAmp float64
@@ -182,6 +196,8 @@ type CompressionResult struct {
 	// Repeat is the number of runs per row; Baseline whether raw Pebble ran.
 	Repeat   int
 	Baseline bool
+	// MinTime is the least wall time of each timed phase.
+	MinTime time.Duration
 	// Dir is the directory holding the kept databases ("" when they were
 	// in a temporary directory): Dir/NN-profile/runK-strata and
 	// runK-pebble.
@@ -236,6 +252,7 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 					cfg:      runConfig(base, prof.Default, prof.Bottommost, dir),
 					data:     data,
 					order:    order,
+					minTime:  o.MinTime,
 					progress: p,
 				})
 				if err != nil {
@@ -256,7 +273,7 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 	for i := range rows {
 		rows[i].summarize(raw)
 	}
-	res = &CompressionResult{Rows: rows, Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat, Baseline: o.Baseline}
+	res = &CompressionResult{Rows: rows, Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat, Baseline: o.Baseline, MinTime: cmp.Or(o.MinTime, DefaultMinTime)}
 	if wd.keep {
 		res.Dir = wd.path
 	}
@@ -273,6 +290,8 @@ func (r *CompressionRow) summarize(raw int64) {
 	r.WriteMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
 	r.ReadMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
 	r.ScanMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ScanSeconds) }))
+	r.WriteMBPerCPUs = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
+	r.ReadMBPerCPUs = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
 	r.CompactSeconds = median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
 	r.WriteAmp = median(collect(r.Runs, func(x Run) float64 { return x.WriteAmp }))
 	if len(r.PebbleRuns) == len(r.Runs) && len(r.Runs) > 0 {
@@ -300,6 +319,8 @@ func (res *CompressionResult) Table() *report.Table {
 		{Name: "Ratio", Format: "%.2fx"},
 		{Name: "Write", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Read", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Write", Unit: "MB/CPU-s", Key: "write_mb_per_cpu_s", Format: "%.1f"},
+		{Name: "Read", Unit: "MB/CPU-s", Key: "read_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Scan", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Before compaction", Unit: "MB", Format: "%.1f"},
 		{Name: "Compact", Unit: "s", Format: "%.2f"},
@@ -314,7 +335,7 @@ func (res *CompressionResult) Table() *report.Table {
 	}
 	lz4 := false
 	for _, r := range res.Rows {
-		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.ScanMBps,
+		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.ScanMBps,
 			r.SizeBeforeBytes / MiB, r.CompactSeconds, r.WriteAmp}
 		if res.Baseline {
 			row = append(row, r.WriteVsPebble, r.ReadVsPebble, r.ScanVsPebble)
@@ -331,9 +352,9 @@ func (res *CompressionResult) Table() *report.Table {
 		runs = fmt.Sprintf("the median of %d runs", res.Repeat)
 	}
 	t.Notes = append(t.Notes,
-		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s.", res.Source, mib(res.RawBytes), runs),
+		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s; each timed phase repeats its work until it has run %s (the figure is per pass).", res.Source, mib(res.RawBytes), runs, res.MinTime),
 		"MB = MiB = 1,048,576 bytes. DB Size: the table files (*.sst) on disk after a full compaction (WAL, MANIFEST, OPTIONS not counted); Before compaction: the same after the load's final flush. Ratio = key+value bytes / DB Size.",
-		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
+		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. MB/CPU-s: the same bytes / CPU time of the process (user+system, every thread, Pebble's background work included) over the phase. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
 	)
 	if lz4 {
 		t.Notes = append(t.Notes, "lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec (`tune codecs` measures true LZ4 beside MinLZ).")

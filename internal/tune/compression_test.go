@@ -17,7 +17,7 @@ import (
 
 func TestCompressionTable(t *testing.T) {
 	dir := t.TempDir()
-	res, err := RunCompression(context.Background(), CompressionOptions{Data: smallData(t), Dir: dir, Seed: 1})
+	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: smallData(t), Dir: dir, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCompressionTable(t *testing.T) {
 	if len(rows) != 4 {
 		t.Fatalf("JSON has %d rows, want 4", len(rows))
 	}
-	for _, key := range []string{"compression", "db_size_mb", "ratio", "write_mb_s", "read_mb_s", "scan_mb_s", "before_compaction_mb", "compact_s", "w_amp"} {
+	for _, key := range []string{"compression", "db_size_mb", "ratio", "write_mb_s", "read_mb_s", "write_mb_per_cpu_s", "read_mb_per_cpu_s", "scan_mb_s", "before_compaction_mb", "compact_s", "w_amp"} {
 		if _, ok := rows[0][key]; !ok {
 			t.Errorf("JSON row lacks %q: %v", key, rows[0])
 		}
@@ -101,7 +101,7 @@ func TestCompressionTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CSV output does not parse: %v", err)
 	}
-	if len(records) != 5 || records[0][0] != "compression" || len(records[0]) != 9 {
+	if len(records) != 5 || records[0][0] != "compression" || len(records[0]) != 11 {
 		t.Fatalf("CSV: %d records, header %q", len(records), records[0])
 	}
 }
@@ -120,7 +120,7 @@ func TestCompressionRepeatMedian(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := smallData(t)
-	res, err := RunCompression(context.Background(), CompressionOptions{Data: data, Profiles: profiles, Repeat: 3})
+	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: data, Profiles: profiles, Repeat: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestMedian(t *testing.T) {
 
 func TestCompressionBaseline(t *testing.T) {
 	profiles, _ := ParseProfiles("none/none,lz4/zstd")
-	res, err := RunCompression(context.Background(), CompressionOptions{Data: smallData(t), Profiles: profiles, Baseline: true, Repeat: 2})
+	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: smallData(t), Profiles: profiles, Baseline: true, Repeat: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestCompressionInput(t *testing.T) {
 		t.Fatalf("keys %q..%q of %d", d.Keys[0], d.Keys[d.Len()-1], d.Len())
 	}
 	profiles, _ := ParseProfiles("snappy/zstd")
-	res, err := RunCompression(context.Background(), CompressionOptions{Data: d, Profiles: profiles})
+	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: d, Profiles: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestParseProfiles(t *testing.T) {
 
 func TestCompressionUnwritableDir(t *testing.T) {
 	dir := unwritableDir(t)
-	_, err := RunCompression(context.Background(), CompressionOptions{Data: smallData(t), Dir: dir})
+	_, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: smallData(t), Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), "--dir "+dir) {
 		t.Fatalf("err = %v, want an error naming --dir %s", err, dir)
 	}
@@ -280,14 +280,14 @@ func TestCompressionFailsWhole(t *testing.T) {
 	base := config.Default()
 	base.UseUniversalCompaction = true
 	profiles, _ := ParseProfiles("none/none,lz4/zstd")
-	res, err := RunCompression(context.Background(), CompressionOptions{Data: smallData(t), Profiles: profiles, Base: base})
+	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: smallData(t), Profiles: profiles, Base: base})
 	if err == nil || res != nil || !strings.Contains(err.Error(), "profile none/none, run 1/1 on strata") {
 		t.Fatalf("res %v, err %v", res, err)
 	}
 	// A canceled context stops the run.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := RunCompression(ctx, CompressionOptions{Data: smallData(t), Profiles: profiles}); !errors.Is(err, context.Canceled) {
+	if _, err := RunCompression(ctx, CompressionOptions{MinTime: testMinTime, Data: smallData(t), Profiles: profiles}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled: %v", err)
 	}
 }

@@ -35,18 +35,38 @@ const (
 	Pebble Implementation = "pebble"
 )
 
-// Run holds the figures of one measured run of one configuration.
+// DefaultMinTime is the least wall time of each timed phase of a run
+// (writes, point reads, reads of absent keys, the scan): the phase's work
+// repeats until it has run this long, so that a figure is not a few
+// milliseconds of a shared machine.
+const DefaultMinTime = time.Second
+
+// Run holds the figures of one measured run of one configuration. Each
+// timed phase repeats its work (a pass) until it has run MinTime; the
+// seconds are per pass, the mean over the passes.
 type Run struct {
 	// Impl is the store measured.
 	Impl Implementation
 	// Dir is the database directory (removed after the run unless --dir
 	// was given).
 	Dir string
-	// WriteSeconds is the wall time of the batched puts and the final Flush.
-	WriteSeconds float64
+	// WriteSeconds is the wall time of the batched puts and the final
+	// Flush; WriteCPUSeconds the process's CPU time (every thread) over
+	// the same time; WritePasses the number of passes (the first writes
+	// the run's database, each further one a fresh database, removed).
+	WriteSeconds, WriteCPUSeconds float64
+	WritePasses                   int
 	// SizeBeforeBytes is the table bytes on disk after the flush, before the
 	// full compaction.
 	SizeBeforeBytes int64
+	// AbsentReads is the number of reads of absent keys per pass (0 unless
+	// asked for), made after the flush and before the full compaction;
+	// AbsentSeconds and AbsentCPUSeconds their wall and CPU time per pass;
+	// AbsentTables the tables per level (L0..L6) they met.
+	AbsentReads                     int
+	AbsentSeconds, AbsentCPUSeconds float64
+	AbsentPasses                    int
+	AbsentTables                    [7]int
 	// CompactSeconds is the wall time of the full compaction.
 	CompactSeconds float64
 	// DBSizeBytes is the table bytes on disk after the full compaction,
@@ -60,15 +80,25 @@ type Run struct {
 	// with counts ("ZSTD:1").
 	TableCodecs string
 	// ReadSeconds is the wall time of one Get of every key, in a shuffled
-	// order, after a reopen.
-	ReadSeconds float64
-	// AbsentReads is the number of reads of absent keys (0 unless asked
-	// for) and AbsentSeconds their wall time.
-	AbsentReads   int
-	AbsentSeconds float64
+	// order, after a reopen (each pass reopens); ReadCPUSeconds its CPU
+	// time.
+	ReadSeconds, ReadCPUSeconds float64
+	ReadPasses                  int
 	// ScanSeconds is the wall time of one forward scan over every key,
-	// after the reads.
-	ScanSeconds float64
+	// after the reads (0 when the run has no scan); ScanCPUSeconds its CPU
+	// time.
+	ScanSeconds, ScanCPUSeconds float64
+	ScanPasses                  int
+}
+
+// AbsentInUpperLevels reports whether the reads of absent keys were made
+// and met tables in L0-L5, where every Get consults the bloom filters.
+func (r Run) AbsentInUpperLevels() bool {
+	n := 0
+	for _, t := range r.AbsentTables[:6] {
+		n += t
+	}
+	return r.AbsentReads > 0 && n > 0
 }
 
 // runSpec describes one run.
@@ -77,9 +107,15 @@ type runSpec struct {
 	cfg   *config.Config // db_path is the run's fresh directory
 	data  *Dataset
 	order []int // read order, a permutation of the entity indexes
-	// absent adds, after the reads, one read of an absent key next to each
-	// present key (the key with a 0x00 byte appended), in the same order.
-	absent   bool
+	// absent adds, after the flush and before the compaction, one read of
+	// an absent key next to each present key (the key with a 0x00 byte
+	// appended), in the same order.
+	absent bool
+	// noScan leaves out the scan.
+	noScan bool
+	// minTime is the least wall time of each timed phase; 0 means
+	// DefaultMinTime.
+	minTime  time.Duration
 	progress Progress
 }
 
@@ -100,6 +136,8 @@ type store interface {
 	scan(fn func(k, v []byte) error) error
 	writeAmp() (float64, error)
 	tableCodecs() (map[string]int, error)
+	// levels returns the number of tables on each level, L0 to L6.
+	levels() ([7]int, error)
 	close() error
 }
 
@@ -183,6 +221,18 @@ func (s *strataStore) tableCodecs() (map[string]int, error) {
 	out := map[string]int{}
 	for _, t := range tables {
 		out[t.Codec]++
+	}
+	return out, nil
+}
+
+func (s *strataStore) levels() ([7]int, error) {
+	var out [7]int
+	m, err := s.db.Metrics()
+	if err != nil {
+		return out, err
+	}
+	for l := range out {
+		out[l] = int(m.Levels[l].Tables)
 	}
 	return out, nil
 }
@@ -295,6 +345,18 @@ func (p *pebbleStore) tableCodecs() (map[string]int, error) {
 	return out, nil
 }
 
+func (p *pebbleStore) levels() ([7]int, error) {
+	var out [7]int
+	levels, err := p.db.SSTables()
+	if err != nil {
+		return out, err
+	}
+	for l := range min(len(levels), len(out)) {
+		out[l] = len(levels[l])
+	}
+	return out, nil
+}
+
 func (p *pebbleStore) close() error { return p.db.Close() }
 
 func mismatch(key, got, want []byte) error {
@@ -312,29 +374,68 @@ func clip(b []byte) []byte {
 // collected inside the next timed phase.
 func settle() { runtime.GC() }
 
-// measure performs one run in spec.cfg.DBPath, which must not exist yet:
+// phaseClock adds up the passes of one timed phase: wall time and the
+// process's CPU time (processCPU) of each pass, nothing between passes.
+type phaseClock struct {
+	wall, cpu time.Duration
+	passes    int
+}
+
+// pass times f as one pass, after a garbage collection.
+func (c *phaseClock) pass(f func() error) error {
+	settle()
+	cpu0, began := processCPU(), time.Now()
+	err := f()
+	c.wall += time.Since(began)
+	c.cpu += processCPU() - cpu0
+	c.passes++
+	return err
+}
+
+// more reports whether the phase has not yet run minTime.
+func (c *phaseClock) more(minTime time.Duration) bool { return c.wall < minTime }
+
+// perPass returns the mean wall and CPU seconds of a pass.
+func (c *phaseClock) perPass() (wall, cpu float64) {
+	if c.passes == 0 {
+		return 0, 0
+	}
+	return c.wall.Seconds() / float64(c.passes), c.cpu.Seconds() / float64(c.passes)
+}
+
+// measure performs one run in spec.cfg.DBPath, which must not exist yet.
+// Each timed phase repeats (passes) until it has run spec.minTime:
 //
 //  1. open; write every entity in batches of WriteBatchSize; Flush. The
-//     wall time of the puts and the Flush is WriteSeconds.
+//     wall time of the puts and the Flush is WriteSeconds. Further passes
+//     write the same entities into a fresh database each (opened and
+//     removed outside the timing), so every pass does the same work.
 //  2. SizeBeforeBytes: the *.sst bytes on disk.
-//  3. full compaction (CompactAll; raw Pebble: Compact over the key span),
+//  3. With spec.absent: one read of an absent key per present key, in
+//     spec.order, timed as AbsentSeconds, against the flushed tables
+//     (AbsentTables says on which levels they are).
+//  4. full compaction (CompactAll; raw Pebble: Compact over the key span),
 //     timed; write amplification and the tables' codecs from the store.
-//  4. Close; DBSizeBytes: the *.sst bytes on disk.
-//  5. reopen (a new, cold block cache; the OS page cache stays warm, as
+//  5. Close; DBSizeBytes: the *.sst bytes on disk.
+//  6. reopen (a new, cold block cache; the OS page cache stays warm, as
 //     the files were just written); Get every key once in spec.order,
 //     checking each value (a mismatch is an error); the wall time is
-//     ReadSeconds. With spec.absent, then one read of an absent key per
-//     present key, timed as AbsentSeconds.
-//  6. one forward scan, checking every key and value in order, timed as
-//     ScanSeconds; Close.
+//     ReadSeconds. Each further pass reopens first, outside the timing.
+//  7. unless spec.noScan, one forward scan, checking every key and value
+//     in order, timed as ScanSeconds; Close.
 //
-// Before each timed phase the Go garbage collector runs (settle).
+// Before each pass the Go garbage collector runs (settle). CPU seconds are
+// the process's user and system time over the same passes.
 func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	open := openStrata
 	if spec.impl == Pebble {
 		open = openPebble
 	}
 	d, cfg, p := spec.data, spec.cfg, orNop(spec.progress)
+	minTime := spec.minTime
+	if minTime == 0 {
+		minTime = DefaultMinTime
+	}
 	run = Run{Impl: spec.impl, Dir: cfg.DBPath}
 	if d.Len() == 0 {
 		return run, errors.New("tune: no entities to write")
@@ -356,30 +457,70 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	}()
 
 	// 1. Write.
-	settle()
-	began := time.Now()
-	for lo := 0; lo < d.Len(); lo += WriteBatchSize {
-		if err := ctx.Err(); err != nil {
-			return run, err
+	write := func(s store, p Progress) error {
+		for lo := 0; lo < d.Len(); lo += WriteBatchSize {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			hi := min(lo+WriteBatchSize, d.Len())
+			if err := s.commit(d.Keys[lo:hi], d.Values[lo:hi]); err != nil {
+				return fmt.Errorf("write %s..%s: %w", d.Keys[lo], d.Keys[hi-1], err)
+			}
+			p.Add(int64(hi - lo))
 		}
-		hi := min(lo+WriteBatchSize, d.Len())
-		if err := s.commit(d.Keys[lo:hi], d.Values[lo:hi]); err != nil {
-			return run, fmt.Errorf("write %s..%s: %w", d.Keys[lo], d.Keys[hi-1], err)
+		if err := s.flush(); err != nil {
+			return fmt.Errorf("flush: %w", err)
 		}
-		p.Add(int64(hi - lo))
+		return nil
 	}
-	if err := s.flush(); err != nil {
-		return run, fmt.Errorf("flush: %w", err)
+	var clock phaseClock
+	if err := clock.pass(func() error { return write(s, p) }); err != nil {
+		return run, err
 	}
-	run.WriteSeconds = time.Since(began).Seconds()
+	for clock.more(minTime) {
+		extra := cfg.Clone()
+		extra.DBPath = fmt.Sprintf("%s.pass%d", cfg.DBPath, clock.passes+1)
+		if err := writePass(extra, open, &clock, func(s store) error { return write(s, nopProgress{}) }); err != nil {
+			return run, fmt.Errorf("write pass %d: %w", clock.passes+1, err)
+		}
+	}
+	run.WriteSeconds, run.WriteCPUSeconds = clock.perPass()
+	run.WritePasses = clock.passes
 
 	// 2. Size before the compaction.
 	if run.SizeBeforeBytes, err = TableBytes(cfg.DBPath); err != nil {
 		return run, err
 	}
 
-	// 3. Compaction.
-	began = time.Now()
+	// 3. Reads of absent keys against the flushed tables.
+	if spec.absent {
+		absent := make([][]byte, len(spec.order))
+		for n, i := range spec.order {
+			absent[n] = append(bytes.Clone(d.Keys[i]), 0)
+		}
+		if run.AbsentTables, err = s.levels(); err != nil {
+			return run, err
+		}
+		clock = phaseClock{}
+		for clock.passes == 0 || clock.more(minTime) {
+			err := clock.pass(func() error {
+				for _, k := range absent {
+					if err := s.getAbsent(k); err != nil {
+						return fmt.Errorf("read of absent key %q: %w", k, err)
+					}
+				}
+				return ctx.Err()
+			})
+			if err != nil {
+				return run, err
+			}
+		}
+		run.AbsentSeconds, run.AbsentCPUSeconds = clock.perPass()
+		run.AbsentReads, run.AbsentPasses = len(absent), clock.passes
+	}
+
+	// 4. Compaction.
+	began := time.Now()
 	if err := s.compact(d.Keys[sorted[0]], d.Keys[sorted[len(sorted)-1]]); err != nil {
 		return run, fmt.Errorf("compaction: %w", err)
 	}
@@ -393,7 +534,7 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	}
 	run.TableCodecs = engine.FormatCodecCounts(codecs)
 
-	// 4. Size after the compaction, once closed.
+	// 5. Size after the compaction, once closed.
 	err, s = s.close(), nil
 	if err != nil {
 		return run, err
@@ -402,46 +543,85 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 		return run, err
 	}
 
-	// 5. Point reads after a reopen.
-	if s, err = open(cfg); err != nil {
-		return run, fmt.Errorf("reopen: %w", err)
-	}
-	settle()
-	began = time.Now()
-	for n, i := range spec.order {
-		if err := s.get(d.Keys[i], d.Values[i]); err != nil {
-			return run, fmt.Errorf("read %s: %w", d.Keys[i], err)
-		}
-		if (n+1)%progressChunk == 0 {
-			p.Add(progressChunk)
-			if err := ctx.Err(); err != nil {
+	// 6. Point reads, each pass after a reopen.
+	clock = phaseClock{}
+	for clock.passes == 0 || clock.more(minTime) {
+		if s != nil {
+			err, s = s.close(), nil
+			if err != nil {
 				return run, err
 			}
 		}
-	}
-	run.ReadSeconds = time.Since(began).Seconds()
-	p.Add(int64(len(spec.order) % progressChunk))
-	if spec.absent {
-		absent := make([][]byte, len(spec.order))
-		for n, i := range spec.order {
-			absent[n] = append(bytes.Clone(d.Keys[i]), 0)
+		if s, err = open(cfg); err != nil {
+			return run, fmt.Errorf("reopen: %w", err)
 		}
-		settle()
-		began = time.Now()
-		for _, k := range absent {
-			if err := s.getAbsent(k); err != nil {
-				return run, fmt.Errorf("read of absent key %q: %w", k, err)
+		pp := p
+		if clock.passes > 0 {
+			pp = nopProgress{}
+		}
+		err := clock.pass(func() error {
+			for n, i := range spec.order {
+				if err := s.get(d.Keys[i], d.Values[i]); err != nil {
+					return fmt.Errorf("read %s: %w", d.Keys[i], err)
+				}
+				if (n+1)%progressChunk == 0 {
+					pp.Add(progressChunk)
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
 			}
+			pp.Add(int64(len(spec.order) % progressChunk))
+			return nil
+		})
+		if err != nil {
+			return run, err
 		}
-		run.AbsentSeconds = time.Since(began).Seconds()
-		run.AbsentReads = len(absent)
 	}
+	run.ReadSeconds, run.ReadCPUSeconds = clock.perPass()
+	run.ReadPasses = clock.passes
 
-	// 6. Scan.
-	settle()
-	began = time.Now()
+	// 7. Scan.
+	if spec.noScan {
+		p.Add(int64(d.Len()))
+		return run, nil
+	}
+	clock = phaseClock{}
+	for clock.passes == 0 || clock.more(minTime) {
+		pp := p
+		if clock.passes > 0 {
+			pp = nopProgress{}
+		}
+		if err := clock.pass(func() error { return scanAll(s, d, sorted, pp) }); err != nil {
+			return run, err
+		}
+	}
+	run.ScanSeconds, run.ScanCPUSeconds = clock.perPass()
+	run.ScanPasses = clock.passes
+	return run, nil
+}
+
+// writePass opens a fresh database with cfg, times write on it as one pass
+// of clock, then closes and removes it (neither timed).
+func writePass(cfg *config.Config, open func(*config.Config) (store, error), clock *phaseClock, write func(store) error) (err error) {
+	if _, err := os.Stat(cfg.DBPath); err == nil {
+		return fmt.Errorf("tune: run directory %s exists already", cfg.DBPath)
+	}
+	s, err := open(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, s.close(), os.RemoveAll(cfg.DBPath))
+	}()
+	return clock.pass(func() error { return write(s) })
+}
+
+// scanAll scans every key once, checking each key and value against d in
+// key order (sorted).
+func scanAll(s store, d *Dataset, sorted []int, p Progress) error {
 	n := 0
-	err = s.scan(func(k, v []byte) error {
+	err := s.scan(func(k, v []byte) error {
 		if n >= d.Len() {
 			return fmt.Errorf("%w: scan found key %q after the last key written", errMismatch, k)
 		}
@@ -458,13 +638,12 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 		}
 		return nil
 	})
-	run.ScanSeconds = time.Since(began).Seconds()
 	if err != nil {
-		return run, fmt.Errorf("scan: %w", err)
+		return fmt.Errorf("scan: %w", err)
 	}
 	if n != d.Len() {
-		return run, fmt.Errorf("%w: scan found %d keys, %d were written", errMismatch, n, d.Len())
+		return fmt.Errorf("%w: scan found %d keys, %d were written", errMismatch, n, d.Len())
 	}
 	p.Add(int64(n % progressChunk))
-	return run, nil
+	return nil
 }

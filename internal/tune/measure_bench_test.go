@@ -32,7 +32,7 @@ func BenchmarkMeasure(b *testing.B) {
 					n++
 					dir := filepath.Join(b.TempDir(), fmt.Sprint(n))
 					cfg := runConfig(config.Default(), profile.Default, profile.Bottommost, dir)
-					if _, err := measure(context.Background(), runSpec{impl: impl, cfg: cfg, data: data, order: order}); err != nil {
+					if _, err := measure(context.Background(), runSpec{impl: impl, cfg: cfg, data: data, order: order, minTime: testMinTime}); err != nil {
 						b.Fatal(err)
 					}
 				}
