@@ -2,32 +2,43 @@ package tune
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/report"
 )
 
-// Goal is what `tune recommend` optimises.
+// Goal is what `tune recommend` optimises: a constraint relative to the
+// base config's figures, measured in the same run, and what to make best
+// within it.
 type Goal string
 
 // The goals.
 const (
-	// GoalSize picks the smallest database.
+	// GoalSize picks the smallest database whose write and point-read MB/s
+	// stay within Bounds.MaxWriteLoss and Bounds.MaxReadLoss of the base
+	// config's.
 	GoalSize Goal = "size"
-	// GoalWrite picks the fastest writes.
+	// GoalWrite picks the fastest writes among the candidates whose
+	// database is at most Bounds.MaxSizeGrowth larger than the base's.
 	GoalWrite Goal = "write"
-	// GoalRead picks the fastest point reads.
+	// GoalRead picks the fastest point reads within the same size bound.
 	GoalRead Goal = "read"
-	// GoalBalanced picks the best geometric mean of the three, each
-	// normalised to the best candidate: (min size / size), (write / max
-	// write), (read / max read).
+	// GoalBalanced picks the best
+	//
+	//	(ratio / base ratio) x sqrt(write / base write x read / base read)
+	//
+	// so that 1% smaller counts as much as 1% faster at both writing and
+	// reading; a candidate without compression on any level is considered
+	// only when the base codecs compress less than IncompressibleRatio.
 	GoalBalanced Goal = "balanced"
 )
 
@@ -40,21 +51,63 @@ func ParseGoal(s string) (Goal, error) {
 	return "", fmt.Errorf("--goal %q: allowed are size, write, read, balanced", s)
 }
 
+// Bounds are the goals' constraints, as shares of the base config's
+// figures measured in the same run.
+type Bounds struct {
+	// MaxWriteLoss and MaxReadLoss bound goal size: a candidate's write and
+	// point-read MB/s must be at least (1 - loss) x the base's. They bound
+	// the reads of absent keys of a candidate with fewer bloom bits than
+	// the base too (every goal).
+	MaxWriteLoss, MaxReadLoss float64
+	// MaxSizeGrowth bounds goals read and write: a candidate's database
+	// must be at most (1 + growth) x the base's.
+	MaxSizeGrowth float64
+}
+
+// DefaultBounds are 10% each.
+func DefaultBounds() Bounds {
+	return Bounds{MaxWriteLoss: 0.10, MaxReadLoss: 0.10, MaxSizeGrowth: 0.10}
+}
+
+// Validate checks that each bound is a share: losses from 0 to 1 (1
+// excluded), growth from 0 to 10.
+func (b Bounds) Validate() error {
+	var errs []error
+	for _, x := range []struct {
+		flag string
+		v    float64
+		max  float64
+	}{{"--max-write-loss", b.MaxWriteLoss, 1}, {"--max-read-loss", b.MaxReadLoss, 1}, {"--max-size-growth", b.MaxSizeGrowth, 10}} {
+		if !(x.v >= 0 && x.v < x.max) { // also rejects NaN
+			errs = append(errs, fmt.Errorf("%s %g: must be from 0 to %g (a share of the base config's figure; %g excluded)", x.flag, x.v, x.max, x.max))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// IncompressibleRatio is the ratio below which data counts as not
+// compressing: only then may a recommendation turn compression off.
+const IncompressibleRatio = 1.1
+
 // DefaultSample is the default number of entities recommend measures on.
 const DefaultSample = 2000
 
-// MinGain is how much better, on the goal's score, a dimension's best value
-// must be than the base config's before the combined candidate takes it:
-// 5%, about the noise of speeds measured on a sample. Below it the base
-// value stays, so noise does not move a setting.
-const MinGain = 0.05
+// MinGain is how much better, on a speed or the balanced score, a candidate
+// must be than one changing fewer keys of the base config to be preferred:
+// 5%, about the noise of speeds on a shared machine. SizeTie is the same
+// for the size goal: 1%, sizes being exact.
+const (
+	MinGain = 0.05
+	SizeTie = 0.01
+)
 
-// The values recommend tries, one dimension at a time around the base.
+// The values recommend tries around the base.
 var (
-	recommendPairs      = []Profile{{"none", "none"}, {"lz4", "zstd"}, {"zstd", "zstd"}, {"snappy", "zstd"}, {"minlz", "zstd"}, {"zstd:1", "zstd:6"}}
-	recommendZstdLevels = []int{1, 3, 6, 9}
-	recommendBlockSizes = []int{4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
-	recommendBloomBits  = []int{0, 10, 16}
+	recommendPairs        = []Profile{{"none", "none"}, {"lz4", "zstd"}, {"zstd", "zstd"}, {"snappy", "zstd"}, {"minlz", "zstd"}}
+	recommendZstdLevels   = []int{3, 6, 9, 19}
+	recommendBottomBlocks = []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10}
+	recommendBlockSizes   = []int{4 << 10, 16 << 10}
+	recommendBloomBits    = []int{0, 10, 16}
 )
 
 // Setting is the part of a config a candidate varies.
@@ -62,55 +115,86 @@ type Setting struct {
 	// Default and Bottommost are compression_default and
 	// compression_bottommost as written into the config.
 	Default, Bottommost string
-	// BlockSize is block_size in bytes; BloomBits bloom_bits_per_key.
-	BlockSize, BloomBits int
+	// BlockSize is block_size, BottommostBlockSize bottommost_block_size
+	// (0 = block_size), in bytes; BloomBits bloom_bits_per_key.
+	BlockSize, BottommostBlockSize, BloomBits int
+}
+
+// settingOf returns the keys of cfg a candidate varies.
+func settingOf(cfg *config.Config) Setting {
+	return Setting{Default: cfg.CompressionDefault, Bottommost: cfg.CompressionBottommost,
+		BlockSize: cfg.BlockSize, BottommostBlockSize: cfg.BottommostBlockSize, BloomBits: cfg.BloomBitsPerKey}
 }
 
 // apply returns base with the setting's keys.
 func (s Setting) apply(base *config.Config) *config.Config {
 	cfg := base.Clone()
 	cfg.CompressionDefault, cfg.CompressionBottommost = s.Default, s.Bottommost
-	cfg.BlockSize, cfg.BloomBitsPerKey = s.BlockSize, s.BloomBits
+	cfg.BlockSize, cfg.BottommostBlockSize, cfg.BloomBitsPerKey = s.BlockSize, s.BottommostBlockSize, s.BloomBits
 	return cfg
 }
 
-// key identifies the setting by its effective codecs, so "zstd" and
-// "zstd:3" (with zstd_level 3) are the same candidate.
+// key identifies the setting by what it stores: the effective codecs
+// ("zstd" and "zstd:3" with zstd_level 3 are one candidate) and the
+// effective bottommost block size (0 and block_size are one).
 func (s Setting) key(base *config.Config) string {
 	cfg := s.apply(base)
 	levels, bottom, err := cfg.Codecs()
 	if err != nil {
-		return fmt.Sprintf("%s/%s/%d/%d", s.Default, s.Bottommost, s.BlockSize, s.BloomBits)
+		return fmt.Sprintf("%s/%s/%d/%d/%d", s.Default, s.Bottommost, s.BlockSize, cfg.LevelBlockSize(6), s.BloomBits)
 	}
-	return fmt.Sprintf("%s/%s/%d/%d", explicit(levels), explicit(bottom), s.BlockSize, s.BloomBits)
+	return fmt.Sprintf("%s/%s/%d/%d/%d", explicit(levels), explicit(bottom), s.BlockSize, cfg.LevelBlockSize(6), s.BloomBits)
 }
 
-// explicit spells a codec with its zstd level always written, so that the
-// name means the same whatever zstd_level says.
+// uncompressed reports whether the setting stores every level without
+// compression.
+func (s Setting) uncompressed(base *config.Config) bool {
+	levels, bottom, err := s.apply(base).Codecs()
+	return err == nil && levels.Algorithm == compression.None && bottom.Algorithm == compression.None
+}
+
+// explicit spells the codec tables really carry, with its zstd level
+// always written, so that the name means the same whatever zstd_level says
+// and lz4 (stored as MinLZ) is minlz.
 func explicit(c compression.Codec) string {
 	if c.Algorithm == compression.Zstd {
 		return fmt.Sprintf("zstd:%d", c.Level)
 	}
-	return c.String()
+	return c.Effective().String()
 }
 
 // Candidate is one measured setting.
 type Candidate struct {
 	Setting
-	// Name is "codecs, block size, bloom bits", with effective codecs.
+	// Name is "codecs, block sizes, bloom bits", with effective codecs.
 	Name string
-	// Varied names the dimension the candidate varies from the base
-	// ("base", "codecs", "zstd level", "block size", "bloom bits",
-	// "combined").
+	// Varied names what the candidate varies from the base ("base",
+	// "codecs", "bottom" (zstd level and bottommost block size), "block
+	// size", "bloom bits").
 	Varied string
 	// DBSizeBytes is the median table bytes after the full compaction;
 	// Ratio the sample's key+value bytes / DBSizeBytes.
 	DBSizeBytes, Ratio float64
-	// WriteMBps is the median write speed in MiB/s, as in `tune
-	// compression`. ReadMBps is the median speed of a 50/50 mix of point
-	// reads: key+value bytes of the sample / time of one read of every key
-	// plus one read of an absent key next to each.
-	WriteMBps, ReadMBps float64
+	// WriteMBps and ReadMBps are the median write and point-read (present
+	// keys, after the full compaction) speeds in MiB/s of key+value bytes,
+	// as in `tune compression`; WriteMBPerCPUs and ReadMBPerCPUs the same
+	// bytes per CPU-second of the process.
+	WriteMBps, ReadMBps           float64
+	WriteMBPerCPUs, ReadMBPerCPUs float64
+	// AbsentMBps is the median speed of reads of absent keys (the sample's
+	// key+value bytes / time of one absent read per key), made after the
+	// flush against tables in L0-L5, where every Get consults the bloom
+	// filters; AbsentMeasured says every run met such tables.
+	AbsentMBps     float64
+	AbsentMeasured bool
+	// CompactSeconds is the median time of the full compaction.
+	CompactSeconds float64
+	// SizeVsBase, WriteVsBase and ReadVsBase are the figures divided by
+	// the base config's.
+	SizeVsBase, WriteVsBase, ReadVsBase float64
+	// Excluded says why the goal's constraints rule the candidate out; ""
+	// when it satisfies them.
+	Excluded string
 	// Pareto is true when no other candidate is at least as good on size,
 	// write and read and better on one.
 	Pareto bool
@@ -126,12 +210,16 @@ type RecommendOptions struct {
 	Data *Dataset
 	// Sample is the number of entities measured; 0 means DefaultSample.
 	Sample int
-	// Goal chooses among the Pareto frontier; "" means GoalBalanced.
+	// Goal chooses among the candidates; "" means GoalBalanced.
 	Goal Goal
-	// Dir, Repeat, Seed and Progress are as in CompressionOptions.
+	// Bounds are the goals' constraints; nil means DefaultBounds().
+	Bounds *Bounds
+	// Dir, Repeat, Seed, MinTime and Progress are as in
+	// CompressionOptions.
 	Dir      string
 	Repeat   int
 	Seed     int64
+	MinTime  time.Duration
 	Progress Progress
 }
 
@@ -147,11 +235,15 @@ func (o *RecommendOptions) Validate() error {
 	if o.Repeat < 0 {
 		errs = append(errs, fmt.Errorf("--repeat %d: must be >= 1", o.Repeat))
 	}
+	if o.MinTime < 0 {
+		errs = append(errs, fmt.Errorf("--min-time %s: must be >= 0", o.MinTime))
+	}
 	if o.Goal != "" {
 		if _, err := ParseGoal(string(o.Goal)); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, o.bounds().Validate())
 	if err := o.base().Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -168,15 +260,22 @@ func (o *RecommendOptions) base() *config.Config {
 	return o.Base
 }
 
+func (o *RecommendOptions) bounds() Bounds {
+	if o.Bounds == nil {
+		return DefaultBounds()
+	}
+	return *o.Bounds
+}
+
 // RecommendResult is the outcome of RunRecommend.
 type RecommendResult struct {
-	// Candidates are in the order measured: the base, each dimension, then
-	// the combination (if it is new).
+	// Candidates are in the order measured, the base first.
 	Candidates []Candidate
-	// Chosen indexes the recommended candidate, a Pareto member.
+	// Chosen indexes the recommended candidate.
 	Chosen int
-	// Goal is the goal it was chosen for.
-	Goal Goal
+	// Goal is the goal it was chosen for, Bounds the goal's constraints.
+	Goal   Goal
+	Bounds Bounds
 	// Base is the base config; Config the recommended one: Base with the
 	// chosen candidate's keys.
 	Base, Config *config.Config
@@ -184,39 +283,34 @@ type RecommendResult struct {
 	Source   string
 	Entities int
 	RawBytes int64
-	// Repeat is the number of runs per candidate.
-	Repeat int
+	// Repeat is the number of runs per candidate; MinTime the least wall
+	// time of each timed phase.
+	Repeat  int
+	MinTime time.Duration
 }
 
 // RunRecommend measures candidate settings on a sample of the data with the
-// measurement of RunCompression (plus reads of absent keys) and recommends
-// one for the goal. It does not try the full cross product:
+// measurement of RunCompression (plus reads of absent keys, without the
+// scan) and recommends one for the goal. Every run uses a block cache of
+// SampleCacheMB. The candidates, each measured once per repeat:
 //
-// Every run uses a block cache of SampleCacheMB.
+//  1. the base config;
+//  2. "codecs": the pairs none/none, lz4/zstd, zstd/zstd, snappy/zstd,
+//     minlz/zstd with the base's block sizes and bloom bits;
+//  3. "bottom": lz4 above (minlz when the base says so; Pebble stores lz4
+//     as MinLZ) and zstd at levels 3, 6, 9, 19 at the bottom, each with
+//     bottommost_block_size 4, 16, 32, 64 and 128 KB;
+//  4. "block size": block_size (L0-L5) 4 and 16 KB;
+//  5. "bloom bits": 0, 10 and 16.
 //
-//  1. it varies one dimension at a time around the base config: the codec
-//     pairs none/none, lz4/zstd, zstd/zstd, snappy/zstd, minlz/zstd,
-//     zstd:1/zstd:6; the bottommost zstd level 1, 3, 6, 9; block sizes 4,
-//     8, 16, 32, 64 KB; bloom bits 0, 10, 16;
-//  2. it combines the best value of each dimension for the goal (a value
-//     replaces the base's only if it scores more than MinGain better; the
-//     zstd level only applies when the chosen bottommost codec is zstd)
-//     and measures the combination if it is new;
-//  3. it marks the Pareto frontier (smaller size, faster writes, faster
-//     reads) and picks the frontier member with the best score for the
-//     goal: size the smallest, write the fastest write, read the fastest
-//     read, balanced the best geometric mean of the normalised figures.
-//     Scores within MinGain of the best count as equal, and among those the
-//     candidate changing the fewest keys of the base wins (see choose).
-//
-// Bloom bits show here in the size only: every candidate is measured after
-// a full compaction, which puts every table in L6, and Pebble's Get never
-// reads the bloom filters of L6 tables.
+// choose then applies the goal's constraints and picks the candidate (see
+// Goal and choose); the Pareto frontier (size, write, read) is marked for
+// the table and the plot.
 func RunRecommend(ctx context.Context, o RecommendOptions) (res *RecommendResult, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	base, goal := o.base(), o.Goal
+	base, goal, bounds := o.base(), o.Goal, o.bounds()
 	if goal == "" {
 		goal = GoalBalanced
 	}
@@ -236,131 +330,85 @@ func RunRecommend(ctx context.Context, o RecommendOptions) (res *RecommendResult
 		}
 	}()
 
-	baseSet := Setting{Default: base.CompressionDefault, Bottommost: base.CompressionBottommost, BlockSize: base.BlockSize, BloomBits: base.BloomBitsPerKey}
-	type phase struct {
-		varied   string
-		settings []Setting
-	}
-	var phases []phase
-	var pairs []Setting
-	for _, p := range recommendPairs {
-		pairs = append(pairs, Setting{p.Default, p.Bottommost, baseSet.BlockSize, baseSet.BloomBits})
-	}
-	phases = append(phases, phase{"codecs", pairs})
-	var levels []Setting
-	for _, l := range recommendZstdLevels {
-		levels = append(levels, Setting{baseSet.Default, fmt.Sprintf("zstd:%d", l), baseSet.BlockSize, baseSet.BloomBits})
-	}
-	phases = append(phases, phase{"zstd level", levels})
-	var blocks []Setting
-	for _, b := range recommendBlockSizes {
-		blocks = append(blocks, Setting{baseSet.Default, baseSet.Bottommost, b, baseSet.BloomBits})
-	}
-	phases = append(phases, phase{"block size", blocks})
-	var blooms []Setting
-	for _, b := range recommendBloomBits {
-		blooms = append(blooms, Setting{baseSet.Default, baseSet.Bottommost, baseSet.BlockSize, b})
-	}
-	phases = append(phases, phase{"bloom bits", blooms})
-
-	// Plan: the base first, then each phase without repeats.
-	seen := map[string]int{} // setting key -> candidate index
-	var planned []Candidate
-	plan := func(s Setting, varied string) {
-		if _, ok := seen[s.key(base)]; ok {
-			return
-		}
-		seen[s.key(base)] = len(planned)
-		planned = append(planned, Candidate{Setting: s, Varied: varied, Name: settingName(s, base)})
-	}
-	plan(baseSet, "base")
-	for _, ph := range phases {
-		for _, s := range ph.settings {
-			plan(s, ph.varied)
-		}
-	}
-
+	planned := planCandidates(base)
 	p := orNop(o.Progress)
-	p.Start(int64(len(planned)+1) * int64(repeat) * runUnits(data.Len()))
+	p.Start(int64(len(planned)) * int64(repeat) * runUnits(data.Len()))
 	order := readOrder(data.Len(), o.Seed)
 	raw := data.RawBytes()
 	cacheMB := SampleCacheMB(raw)
-	measureCandidate := func(c *Candidate, idx int) error {
-		for rep := range repeat {
-			dir := filepath.Join(wd.path, fmt.Sprintf("%02d-%s", idx+1, slug(c.Name)), fmt.Sprintf("run%d", rep+1))
+	// Repeat-major order, so that a drift of the machine's speed spreads
+	// over every candidate.
+	for rep := range repeat {
+		for i := range planned {
+			c := &planned[i]
+			dir := filepath.Join(wd.path, fmt.Sprintf("%02d-%s", i+1, slug(c.Name)), fmt.Sprintf("run%d", rep+1))
 			p.Describe(fmt.Sprintf("%s run %d/%d", c.Name, rep+1, repeat))
 			cfg := c.apply(base)
 			cfg.DBPath = dir
 			cfg.WALDir, cfg.WALFailoverDir, cfg.DBPaths = "", "", nil
 			cfg.BlockCacheSizeMB = cacheMB
-			run, err := measure(ctx, runSpec{impl: Strata, cfg: cfg, data: data, order: order, absent: true, progress: p})
+			run, err := measure(ctx, runSpec{impl: Strata, cfg: cfg, data: data, order: order, absent: true, noScan: true, minTime: o.MinTime, progress: p})
 			if err != nil {
-				return fmt.Errorf("candidate %s, run %d/%d: %w", c.Name, rep+1, repeat, err)
+				return nil, fmt.Errorf("candidate %s, run %d/%d: %w", c.Name, rep+1, repeat, err)
 			}
 			if err := wd.done(dir); err != nil {
-				return err
+				return nil, err
 			}
 			c.Runs = append(c.Runs, run)
 		}
-		c.summarize(raw)
-		return nil
 	}
 	for i := range planned {
-		if err := measureCandidate(&planned[i], i); err != nil {
-			return nil, err
-		}
+		planned[i].summarize(raw)
 	}
-
-	// Combine the best value of each dimension.
-	ref := newScoreRef(planned)
-	combined := baseSet
-	baseCand := planned[0]
-	best := func(varied string, baseline Setting) (Setting, bool) {
-		var ph phase
-		for _, x := range phases {
-			if x.varied == varied {
-				ph = x
-			}
-		}
-		bestSet, bestScore := baseline, ref.score(goal, baseCand)
-		for _, s := range ph.settings {
-			c := planned[seen[s.key(base)]]
-			if sc := ref.score(goal, c); sc > bestScore {
-				bestSet, bestScore = s, sc
-			}
-		}
-		return bestSet, bestScore > ref.score(goal, baseCand)*(1+MinGain)
-	}
-	if s, ok := best("codecs", baseSet); ok {
-		combined.Default, combined.Bottommost = s.Default, s.Bottommost
-	}
-	if s, ok := best("zstd level", baseSet); ok {
-		if c, err := compression.ParseCodec(combined.Bottommost); err == nil && c.Algorithm == compression.Zstd {
-			combined.Bottommost = s.Bottommost
-		}
-	}
-	if s, ok := best("block size", baseSet); ok {
-		combined.BlockSize = s.BlockSize
-	}
-	if s, ok := best("bloom bits", baseSet); ok {
-		combined.BloomBits = s.BloomBits
-	}
-	if _, ok := seen[combined.key(base)]; !ok {
-		seen[combined.key(base)] = len(planned)
-		planned = append(planned, Candidate{Setting: combined, Varied: "combined", Name: settingName(combined, base)})
-		if err := measureCandidate(&planned[len(planned)-1], len(planned)-1); err != nil {
-			return nil, err
-		}
-	} else {
-		p.Add(int64(repeat) * runUnits(data.Len())) // the combination's share of the bar
-	}
-
-	chosen := choose(planned, goal, baseSet, base)
-	cfg := planned[chosen].apply(base)
+	chosen := choose(planned, goal, bounds, base)
 	return &RecommendResult{
-		Candidates: planned, Chosen: chosen, Goal: goal, Base: base.Clone(), Config: cfg,
-		Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat,
+		Candidates: planned, Chosen: chosen, Goal: goal, Bounds: bounds,
+		Base: base.Clone(), Config: planned[chosen].apply(base),
+		Source: data.Source, Entities: data.Len(), RawBytes: raw,
+		Repeat: repeat, MinTime: cmp.Or(o.MinTime, DefaultMinTime),
 	}, nil
+}
+
+// planCandidates returns the candidates RunRecommend measures, the base
+// first, each setting once.
+func planCandidates(base *config.Config) []Candidate {
+	b := settingOf(base)
+	seen := map[string]bool{}
+	var out []Candidate
+	plan := func(s Setting, varied string) {
+		if k := s.key(base); !seen[k] {
+			seen[k] = true
+			out = append(out, Candidate{Setting: s, Varied: varied, Name: settingName(s, base)})
+		}
+	}
+	plan(b, "base")
+	for _, pair := range recommendPairs {
+		s := b
+		s.Default, s.Bottommost = pair.Default, pair.Bottommost
+		plan(s, "codecs")
+	}
+	above := "lz4"
+	if c, err := compression.ParseCodec(b.Default); err == nil && c.Algorithm == compression.MinLZ {
+		above = b.Default
+	}
+	for _, level := range recommendZstdLevels {
+		for _, block := range recommendBottomBlocks {
+			s := b
+			s.Default, s.Bottommost, s.BottommostBlockSize = above, fmt.Sprintf("zstd:%d", level), block
+			plan(s, "bottom")
+		}
+	}
+	for _, block := range recommendBlockSizes {
+		s := b
+		s.BlockSize = block
+		plan(s, "block size")
+	}
+	for _, bits := range recommendBloomBits {
+		s := b
+		s.BloomBits = bits
+		plan(s, "bloom bits")
+	}
+	return out
 }
 
 // SampleCacheMB is the block cache recommend's runs use for a sample of raw
@@ -371,9 +419,10 @@ func RunRecommend(ctx context.Context, o RecommendOptions) (res *RecommendResult
 // keeps the base's block_cache_size_mb.
 func SampleCacheMB(raw int64) int64 { return max(1, raw/8/MiB) }
 
-// settingName returns "lz4 / zstd, 4 KB, bloom 10".
+// settingName returns "lz4 / zstd, 4 KB / 32 KB, bloom 10".
 func settingName(s Setting, base *config.Config) string {
-	return fmt.Sprintf("%s, %s, bloom %d", codecPair(s.apply(base)), formatBlockSize(s.BlockSize), s.BloomBits)
+	cfg := s.apply(base)
+	return fmt.Sprintf("%s, %s / %s, bloom %d", codecPair(cfg), formatBlockSize(cfg.LevelBlockSize(0)), formatBlockSize(cfg.LevelBlockSize(6)), s.BloomBits)
 }
 
 func formatBlockSize(n int) string {
@@ -390,7 +439,15 @@ func (c *Candidate) summarize(raw int64) {
 		c.Ratio = float64(raw) / c.DBSizeBytes
 	}
 	c.WriteMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
-	c.ReadMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds+x.AbsentSeconds) }))
+	c.ReadMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
+	c.WriteMBPerCPUs = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
+	c.ReadMBPerCPUs = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
+	c.AbsentMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.AbsentSeconds) }))
+	c.CompactSeconds = median(collect(c.Runs, func(x Run) float64 { return x.CompactSeconds }))
+	c.AbsentMeasured = len(c.Runs) > 0
+	for _, r := range c.Runs {
+		c.AbsentMeasured = c.AbsentMeasured && r.AbsentInUpperLevels()
+	}
 }
 
 // dominates reports whether a is at least as good as b on size, write and
@@ -415,39 +472,118 @@ func markPareto(cs []Candidate) {
 	}
 }
 
-// choose marks the Pareto frontier of cs and returns the index of the
-// candidate recommended for goal: among the frontier members whose score is
-// within MinGain of the best (equal, given the noise of sample-scale
-// speeds), the one that changes the fewest keys of base, then the one with
-// the best score, then the first.
-func choose(cs []Candidate, goal Goal, base Setting, cfg *config.Config) int {
+// choose returns the index of the candidate recommended for goal; cs[0] is
+// the base config's. It sets each candidate's figures relative to the base,
+// its Pareto mark and, for a candidate the constraints rule out, Excluded:
+//
+//  1. bloom bits: fewer than the base's only when the candidate and the
+//     base were measured with reads of absent keys against tables in
+//     L0-L5 (where every Get consults the filters) and the candidate's
+//     absent reads are within MaxReadLoss of the base's; a smaller
+//     database is no reason to drop filters a read path depends on;
+//  2. compression: a candidate without compression on any level only when
+//     the base stores the data below IncompressibleRatio;
+//  3. the goal's bound: size keeps write and read within MaxWriteLoss and
+//     MaxReadLoss of the base; read and write keep the size within
+//     MaxSizeGrowth.
+//
+// Among the candidates left (the base always is), the goal's score
+// decides (size: the smallest; write, read: the fastest; balanced: see
+// GoalBalanced). Scores within SizeTie (size) or MinGain (the others) of
+// the best count as equal, and among those the candidate changing the
+// fewest keys of the base wins, then the best score.
+func choose(cs []Candidate, goal Goal, b Bounds, cfg *config.Config) int {
 	markPareto(cs)
-	ref := newScoreRef(cs)
+	base := cs[0]
+	for i := range cs {
+		c := &cs[i]
+		c.SizeVsBase, c.WriteVsBase, c.ReadVsBase = ratioOf(c.DBSizeBytes, base.DBSizeBytes), ratioOf(c.WriteMBps, base.WriteMBps), ratioOf(c.ReadMBps, base.ReadMBps)
+		c.Excluded = excluded(*c, base, goal, b, cfg)
+	}
+	tie := MinGain
+	if goal == GoalSize {
+		tie = SizeTie
+	}
 	best := math.Inf(-1)
 	for _, c := range cs {
-		if c.Pareto {
-			best = max(best, ref.score(goal, c))
+		if c.Excluded == "" {
+			best = max(best, goalScore(goal, c, base))
 		}
 	}
-	chosen := -1
+	chosen := 0
 	for i, c := range cs {
-		if !c.Pareto || ref.score(goal, c) < best*(1-MinGain) {
+		sc := goalScore(goal, c, base)
+		if c.Excluded != "" || sc < best-math.Abs(best)*tie {
 			continue
 		}
-		if chosen < 0 {
+		cur := goalScore(goal, cs[chosen], base)
+		if cs[chosen].Excluded != "" || cur < best-math.Abs(best)*tie {
 			chosen = i
 			continue
 		}
-		n, m := changes(c.Setting, base, cfg), changes(cs[chosen].Setting, base, cfg)
-		if n < m || n == m && ref.score(goal, c) > ref.score(goal, cs[chosen]) {
+		n, m := changes(c.Setting, base.Setting, cfg), changes(cs[chosen].Setting, base.Setting, cfg)
+		if n < m || n == m && sc > cur {
 			chosen = i
 		}
 	}
 	return chosen
 }
 
+// excluded returns why the constraints of goal rule c out, or "".
+func excluded(c, base Candidate, goal Goal, b Bounds, cfg *config.Config) string {
+	if c.BloomBits < base.BloomBits {
+		if !c.AbsentMeasured || !base.AbsentMeasured {
+			return "fewer bloom bits, absent reads not measured in L0-L5"
+		}
+		if c.AbsentMBps < (1-b.MaxReadLoss)*base.AbsentMBps {
+			return fmt.Sprintf("fewer bloom bits, absent reads %.2fx the base's", ratioOf(c.AbsentMBps, base.AbsentMBps))
+		}
+	}
+	if c.uncompressed(cfg) && base.Ratio >= IncompressibleRatio {
+		return fmt.Sprintf("no compression; the base stores %.2fx", base.Ratio)
+	}
+	switch goal {
+	case GoalSize:
+		if c.WriteVsBase < 1-b.MaxWriteLoss {
+			return fmt.Sprintf("write %.2fx the base's < %.2f", c.WriteVsBase, 1-b.MaxWriteLoss)
+		}
+		if c.ReadVsBase < 1-b.MaxReadLoss {
+			return fmt.Sprintf("read %.2fx the base's < %.2f", c.ReadVsBase, 1-b.MaxReadLoss)
+		}
+	case GoalRead, GoalWrite:
+		if c.SizeVsBase > 1+b.MaxSizeGrowth {
+			return fmt.Sprintf("size %.2fx the base's > %.2f", c.SizeVsBase, 1+b.MaxSizeGrowth)
+		}
+	}
+	return ""
+}
+
+// goalScore returns c's score for goal: higher is better.
+func goalScore(goal Goal, c, base Candidate) float64 {
+	switch goal {
+	case GoalSize:
+		if c.DBSizeBytes <= 0 {
+			return 0
+		}
+		return -c.DBSizeBytes
+	case GoalWrite:
+		return c.WriteMBps
+	case GoalRead:
+		return c.ReadMBps
+	}
+	return ratioOf(c.Ratio, base.Ratio) * math.Sqrt(ratioOf(c.WriteMBps, base.WriteMBps)*ratioOf(c.ReadMBps, base.ReadMBps))
+}
+
+// ratioOf returns a / b, 0 when b is not positive.
+func ratioOf(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
 // changes counts the keys of s that differ from base: the effective codecs,
-// the block size and the bloom bits.
+// the block sizes and the bloom bits.
 func changes(s, base Setting, cfg *config.Config) int {
 	a, b := strings.Split(s.key(cfg), "/"), strings.Split(base.key(cfg), "/")
 	n := 0
@@ -459,89 +595,74 @@ func changes(s, base Setting, cfg *config.Config) int {
 	return n
 }
 
-// scoreRef holds the best figures over a set of candidates, the
-// normalisation of the balanced score.
-type scoreRef struct{ minSize, maxWrite, maxRead float64 }
-
-func newScoreRef(cs []Candidate) scoreRef {
-	r := scoreRef{minSize: math.Inf(1)}
-	for _, c := range cs {
-		r.minSize = min(r.minSize, c.DBSizeBytes)
-		r.maxWrite = max(r.maxWrite, c.WriteMBps)
-		r.maxRead = max(r.maxRead, c.ReadMBps)
-	}
-	return r
-}
-
-// score returns c's score for the goal: higher is better. A candidate that
-// dominates another scores higher for every goal, so the best score of a
-// set is always on its Pareto frontier.
-func (r scoreRef) score(g Goal, c Candidate) float64 {
-	switch g {
-	case GoalSize:
-		return 1 / c.DBSizeBytes
-	case GoalWrite:
-		return c.WriteMBps
-	case GoalRead:
-		return c.ReadMBps
-	}
-	if c.DBSizeBytes <= 0 || r.maxWrite <= 0 || r.maxRead <= 0 {
-		return 0
-	}
-	return math.Cbrt(r.minSize / c.DBSizeBytes * c.WriteMBps / r.maxWrite * c.ReadMBps / r.maxRead)
-}
-
-// Table returns the candidates as a report.Table, marking the frontier and
-// the chosen one.
+// Table returns the candidates as a report.Table: each with its figures,
+// the figures relative to the base, whether the goal's constraints hold
+// ("yes", or why not), the Pareto mark and the chosen one.
 func (res *RecommendResult) Table() *report.Table {
 	t := &report.Table{Columns: []report.Column{
 		{Name: "#", Key: "candidate"},
 		{Name: "Varied"},
 		{Name: "Compression"},
 		{Name: "Block", Unit: "KB", Format: "%g"},
+		{Name: "Bottom block", Unit: "KB", Format: "%g"},
 		{Name: "Bloom bits"},
 		{Name: "DB Size", Unit: "MB", Format: "%.2f"},
 		{Name: "Ratio", Format: "%.2fx"},
 		{Name: "Write", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Read", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Write", Unit: "MB/CPU-s", Key: "write_mb_per_cpu_s", Format: "%.1f"},
+		{Name: "Read", Unit: "MB/CPU-s", Key: "read_mb_per_cpu_s", Format: "%.1f"},
+		{Name: "Absent", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Size vs base", Format: "%.2f"},
+		{Name: "Write vs base", Format: "%.2f"},
+		{Name: "Read vs base", Format: "%.2f"},
+		{Name: "Within bounds", Align: report.AlignLeft},
 		{Name: "Pareto"},
 		{Name: "Chosen"},
 	}}
 	for i, c := range res.Candidates {
-		pareto, chosen := "", ""
+		cfg := c.apply(res.Base)
+		within, pareto, chosen := "yes", "", ""
+		if c.Excluded != "" {
+			within = "no: " + c.Excluded
+		}
 		if c.Pareto {
 			pareto = "yes"
 		}
 		if i == res.Chosen {
 			chosen = "<- " + string(res.Goal)
 		}
-		t.Rows = append(t.Rows, []any{i + 1, c.Varied, codecPair(c.apply(res.Base)), float64(c.BlockSize) / 1024, c.BloomBits,
-			c.DBSizeBytes / MiB, c.Ratio, c.WriteMBps, c.ReadMBps, pareto, chosen})
+		absent := any(c.AbsentMBps)
+		if !c.AbsentMeasured {
+			absent = nil
+		}
+		t.Rows = append(t.Rows, []any{i + 1, c.Varied, codecPair(cfg), float64(cfg.LevelBlockSize(0)) / 1024, float64(cfg.LevelBlockSize(6)) / 1024, c.BloomBits,
+			c.DBSizeBytes / MiB, c.Ratio, c.WriteMBps, c.ReadMBps, c.WriteMBPerCPUs, c.ReadMBPerCPUs, absent,
+			c.SizeVsBase, c.WriteVsBase, c.ReadVsBase, within, pareto, chosen})
 	}
 	runs := "one run"
 	if res.Repeat > 1 {
 		runs = fmt.Sprintf("the median of %d runs", res.Repeat)
 	}
 	t.Notes = []string{
-		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s of the `tune compression` measurement.", res.Source, mib(res.RawBytes), runs),
-		fmt.Sprintf("MB = MiB. Read: key+value bytes / time of one Get per key plus one Get of an absent key next to each (a 50/50 mix), with a %d MB block cache, smaller than the sample's database as production caches are (the recommended config keeps the base's block_cache_size_mb).", SampleCacheMB(res.RawBytes)),
-		"Bloom bits show in the size only: the full compaction puts every table in L6, and Pebble's Get never reads the filters of L6 tables; filters pay off for reads of absent keys while tables sit in L0-L5 (see `tune doctor`).",
-		fmt.Sprintf("Pareto: no other candidate is as small, as fast to write and as fast to read, and better on one. Goal %s: %s among the Pareto members; scores within %.0f%% of the best count as equal, and among them the one changing the fewest keys of the base wins.", res.Goal, goalRule(res.Goal), MinGain*100),
-		fmt.Sprintf("One dimension is varied at a time around the base; \"combined\" takes each dimension's best value when it beats the base by more than %.0f%% on the goal's score.", MinGain*100),
+		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s of the `tune compression` measurement; each timed phase repeats until it has run %s.", res.Source, mib(res.RawBytes), runs, res.MinTime),
+		fmt.Sprintf("MB = MiB. Read: present keys after the full compaction, with a %d MB block cache, smaller than the sample's database as production caches are (the recommended config keeps the base's block_cache_size_mb). Absent: one read of an absent key per key, after the flush, against tables in L0-L5 (where every Get consults the bloom filters). MB/CPU-s: bytes per CPU-second of the process, all threads.", SampleCacheMB(res.RawBytes)),
+		fmt.Sprintf("Goal %s: %s. Every goal: fewer bloom bits than the base only when absent reads were measured in L0-L5 and stay within %.0f%% of the base's; no compression at all only when the base stores less than %.2fx.", res.Goal, goalRule(res.Goal, res.Bounds), res.Bounds.MaxReadLoss*100, IncompressibleRatio),
+		fmt.Sprintf("Among the candidates within bounds, scores within %.0f%% of the best (size: %.0f%%) count as equal, and the one changing the fewest keys of the base wins. Pareto: no other candidate is as small, as fast to write and as fast to read, and better on one.", MinGain*100, SizeTie*100),
 	}
 	return t
 }
 
-func goalRule(g Goal) string {
+func goalRule(g Goal, b Bounds) string {
 	switch g {
 	case GoalSize:
-		return "the smallest DB size"
+		return fmt.Sprintf("the smallest DB size with write >= %.2f and read >= %.2f x the base's", 1-b.MaxWriteLoss, 1-b.MaxReadLoss)
 	case GoalWrite:
-		return "the fastest write"
+		return fmt.Sprintf("the fastest write with DB size <= %.2f x the base's", 1+b.MaxSizeGrowth)
 	case GoalRead:
-		return "the fastest read"
+		return fmt.Sprintf("the fastest read with DB size <= %.2f x the base's", 1+b.MaxSizeGrowth)
 	}
-	return "the best geometric mean of min size / size, write / max write and read / max read"
+	return "the best (ratio / base ratio) x sqrt(write / base write x read / base read)"
 }
 
 // ConfigTOML returns the recommended config as TOML, after comment lines
@@ -564,6 +685,9 @@ func (res *RecommendResult) ConfigTOML() ([]byte, error) {
 	}
 	if res.Config.BlockSize != res.Base.BlockSize {
 		changed = append(changed, fmt.Sprintf("block_size = %d", res.Config.BlockSize))
+	}
+	if res.Config.BottommostBlockSize != res.Base.BottommostBlockSize {
+		changed = append(changed, fmt.Sprintf("bottommost_block_size = %d", res.Config.BottommostBlockSize))
 	}
 	if res.Config.BloomBitsPerKey != res.Base.BloomBitsPerKey {
 		changed = append(changed, fmt.Sprintf("bloom_bits_per_key = %d", res.Config.BloomBitsPerKey))
