@@ -127,9 +127,12 @@ type DoctorFigures struct {
 	CompactionDebtBytes uint64 `json:"compaction_debt_bytes"`
 	L0Tables            int64  `json:"l0_tables"`
 	Tables              int64  `json:"tables"`
-	// UpperTables counts the tables in L0-L5: Pebble's Get consults bloom
-	// filters only there, never in L6.
-	UpperTables int64 `json:"upper_tables"`
+	// UpperTables counts the tables in L0-L5, whose bloom filters every Get
+	// consults; Strata's Get consults those of L6 too unless
+	// optimize_filters_for_hits; FilterTables counts the tables whose
+	// filters Get consults.
+	UpperTables  int64 `json:"upper_tables"`
+	FilterTables int64 `json:"filter_tables"`
 	// MismatchedTables counts tables whose codec is not their level's.
 	MismatchedTables int `json:"mismatched_tables"`
 	// BloomBitsPerKey, BlockCacheSizeMB, MemtableSizeMB and
@@ -270,6 +273,7 @@ func RunDoctor(ctx context.Context, o DoctorOptions) (rep *DoctorReport, err err
 		fig.Tables += lm.Tables
 	}
 	fig.UpperTables = fig.Tables - m.Levels[engine.NumLevels-1].Tables
+	fig.FilterTables = filterTables(cfg, fig)
 	for _, n := range m.NotApplicable {
 		rep.NotApplicable = append(rep.NotApplicable, n.String())
 	}
@@ -390,8 +394,9 @@ func (f *ProbeFigures) addMetrics(before, after *engine.Metrics) {
 
 // findings turns the seed's troubleshooting section into findings:
 //
-//  1. slow point lookups, while tables sit in L0-L5 (Pebble's Get never
-//     reads the filters of L6 tables): bloom_bits_per_key = 0 while
+//  1. slow point lookups, while tables sit where Get consults filters
+//     (L0-L5, and L6 unless optimize_filters_for_hits; see filterTables):
+//     bloom_bits_per_key = 0 while
 //     absent-key reads read data blocks, or filters that let more than 10%
 //     of absent keys through, or more than MissesPerGetHigh cache misses per
 //     read without filters -> bloom_bits_per_key 10 (or 16 when already on);
@@ -401,19 +406,22 @@ func (f *ProbeFigures) addMetrics(before, after *engine.Metrics) {
 //  3. a full cache with a hit rate below CacheHitRateMin, or above
 //     MissesPerGetHigh misses per read with filters on -> block_cache_size_mb
 //     x2, or memtable_size_mb / 2 if memory is short;
-//  4. tables whose codec is not their level's -> a full compaction.
+//  4. tables whose codec is not their level's -> a full compaction;
+//  5. optimize_filters_for_hits = true while reads of absent keys read L6
+//     data blocks (at least half a block per read, no filter answering)
+//     -> optimize_filters_for_hits = false.
 func findings(cfg *config.Config, m *engine.Metrics, f *DoctorFigures) []Finding {
 	out := []Finding{}
 	bits := cfg.BloomBitsPerKey
 	cacheFull := f.CacheCapacityBytes > 0 && float64(f.CacheUsedBytes) >= CacheFullShare*float64(f.CacheCapacityBytes)
 
-	// 1. Slow point lookups. Pebble's Get reads no filter of an L6 table
-	// (IterOptions.UseL6Filters is off), so filters can only help while
-	// tables sit in L0-L5.
-	upper := f.UpperTables
+	// 1. Slow point lookups. Filters only help on the tables whose filters
+	// Get consults.
+	upper := filterTables(cfg, f)
 	switch {
 	case upper == 0:
-		// Every table is in L6: no bloom setting changes a read.
+		// Every table is in L6 and its filters are skipped: no bloom
+		// setting changes a read (finding 5 covers it).
 	case bits == 0 && f.Absent.Reads > 0 && f.Absent.BlocksPerRead >= 0.5:
 		out = append(out, Finding{
 			Finding: "slow point lookups: no bloom filters, so every read of an absent key reads a data block",
@@ -499,7 +507,26 @@ func findings(cfg *config.Config, m *engine.Metrics, f *DoctorFigures) []Finding
 			Try:     fmt.Sprintf("keep %s = %q and run a full compaction: strata --config FILE compact", key, lm.Codec),
 		})
 	}
+	// 5. Absent keys that read L6 data blocks because its filters are
+	// skipped.
+	if l6 := f.Tables - f.UpperTables; cfg.OptimizeFiltersForHits && bits > 0 && l6 > 0 && f.Absent.Reads > 0 && f.Absent.BlocksPerRead >= 0.5 {
+		out = append(out, Finding{
+			Finding: "reads of absent keys read L6 data blocks: optimize_filters_for_hits = true skips the bottommost bloom filters",
+			Figure: fmt.Sprintf("optimize_filters_for_hits = true; %d absent-key reads: %.2f blocks, %.2f cache misses and %.1f µs per read, %d filter checks; %d of %d tables in L6",
+				f.Absent.Reads, f.Absent.BlocksPerRead, f.Absent.MissesPerRead, f.Absent.MicrosPerRead, f.Absent.FilterChecks, l6, f.Tables),
+			Key: "optimize_filters_for_hits", Try: "false (unless nearly every key read exists)",
+		})
+	}
 	return out
+}
+
+// filterTables returns the number of tables whose bloom filters Strata's Get
+// consults: those in L0-L5, and those in L6 unless optimize_filters_for_hits.
+func filterTables(cfg *config.Config, f *DoctorFigures) int64 {
+	if cfg.OptimizeFiltersForHits {
+		return f.UpperTables
+	}
+	return f.Tables
 }
 
 // moreBloomBits returns the bloom bits to try after bits: 16, or 6 more
@@ -522,7 +549,7 @@ func (r *DoctorReport) checked() []string {
 	lines = append(lines,
 		fmt.Sprintf("present-key reads: %d, %.1f µs, %.2f blocks and %.2f cache misses per read", f.Present.Reads, f.Present.MicrosPerRead, f.Present.BlocksPerRead, f.Present.MissesPerRead),
 		fmt.Sprintf("absent-key reads: %d, %.1f µs, %.2f blocks per read; bloom_bits_per_key = %d, filters answered %.1f%% of %d checks", f.Absent.Reads, f.Absent.MicrosPerRead, f.Absent.BlocksPerRead, f.BloomBitsPerKey, 100*f.Absent.FilterUsefulness, f.Absent.FilterChecks),
-		fmt.Sprintf("tables in L0-L5, where reads consult bloom filters: %d of %d (Pebble's Get skips the filters of L6 tables)", f.UpperTables, f.Tables),
+		fmt.Sprintf("tables whose bloom filters reads consult: %d of %d (L0-L5: %d; L6 only with optimize_filters_for_hits = false)", f.FilterTables, f.Tables, f.UpperTables),
 		fmt.Sprintf("block cache: hit rate %.1f%% over the probe, %.1f of %d MB used", 100*f.CacheHitRate, mib(f.CacheUsedBytes), f.BlockCacheSizeMB),
 		fmt.Sprintf("stalls since open: %d (%.2f s); compaction debt %.1f MB; %d L0 tables of %d; max_background_jobs = %d", f.Stalls, f.StallSeconds, mib(int64(f.CompactionDebtBytes)), f.L0Tables, f.Tables, f.MaxBackgroundJobs),
 		fmt.Sprintf("tables with another codec than their level's: %d", f.MismatchedTables),

@@ -27,17 +27,45 @@ func TestDoctorBloomOnL0(t *testing.T) {
 	if f := findingFor(rep, "bloom_bits_per_key"); f != nil {
 		t.Errorf("bloom finding with 10 bits: %+v", f)
 	}
-	// Without filters, but with every table in L6: no bloom setting would
+	// Without filters, with every table in L6: Strata's Get would consult
+	// L6 filters (optimize_filters_for_hits = false), so filters are
+	// advised; with optimize_filters_for_hits = true no bloom setting would
 	// change a read, so no finding.
-	cfg = config.Default()
-	cfg.DBPath = filepath.Join(t.TempDir(), "db")
-	cfg.BloomBitsPerKey = 0
-	loadDB(t, cfg, true)
-	if rep, err = RunDoctor(context.Background(), DoctorOptions{Config: cfg, Probe: 200}); err != nil {
-		t.Fatal(err)
+	for _, hits := range []bool{false, true} {
+		cfg = config.Default()
+		cfg.DBPath = filepath.Join(t.TempDir(), "db")
+		cfg.BloomBitsPerKey = 0
+		cfg.OptimizeFiltersForHits = hits
+		loadDB(t, cfg, true)
+		if rep, err = RunDoctor(context.Background(), DoctorOptions{Config: cfg, Probe: 200}); err != nil {
+			t.Fatal(err)
+		}
+		if f := findingFor(rep, "bloom_bits_per_key"); (f != nil) == hits {
+			t.Errorf("optimize_filters_for_hits = %v, every table in L6: bloom finding %+v", hits, f)
+		}
 	}
-	if f := findingFor(rep, "bloom_bits_per_key"); f != nil {
-		t.Errorf("bloom finding with every table in L6: %+v", f)
+}
+
+// TestDoctorOptimizeFiltersForHits: with every table in L6 and
+// optimize_filters_for_hits = true, reads of absent keys read L6 data
+// blocks and doctor says so; with false the L6 filters answer them.
+func TestDoctorOptimizeFiltersForHits(t *testing.T) {
+	for _, hits := range []bool{true, false} {
+		cfg := config.Default()
+		cfg.DBPath = filepath.Join(t.TempDir(), "db")
+		cfg.OptimizeFiltersForHits = hits
+		loadDB(t, cfg, true)
+		rep, err := RunDoctor(context.Background(), DoctorOptions{Config: cfg, Probe: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := findingFor(rep, "optimize_filters_for_hits")
+		if hits && (f == nil || !strings.HasPrefix(f.Try, "false") || !strings.Contains(f.Figure, "200 absent-key reads")) {
+			t.Errorf("optimize_filters_for_hits = true: finding %+v in %+v (absent %+v)", f, rep.Findings, rep.Figures.Absent)
+		}
+		if !hits && (f != nil || rep.Figures.Absent.FilterChecks == 0 || rep.Figures.FilterTables != rep.Figures.Tables) {
+			t.Errorf("optimize_filters_for_hits = false: finding %+v, figures %+v", f, rep.Figures)
+		}
 	}
 }
 
@@ -150,8 +178,9 @@ func TestDoctorHealthy(t *testing.T) {
 	if rep.Figures.Load == nil || rep.Figures.Load.Entities != 100 || rep.Figures.Present.Reads != 200 || rep.Figures.Absent.Reads != 200 {
 		t.Errorf("figures %+v", rep.Figures)
 	}
-	// Every table is in L6, whose filters Pebble's Get never reads.
-	if rep.Figures.UpperTables != 0 || rep.Figures.Absent.FilterChecks != 0 {
+	// Every table is in L6, whose filters Strata's Get reads
+	// (optimize_filters_for_hits = false).
+	if rep.Figures.UpperTables != 0 || rep.Figures.Absent.FilterChecks == 0 || rep.Figures.FilterTables != 1 {
 		t.Errorf("figures %+v", rep.Figures)
 	}
 	var text bytes.Buffer
