@@ -12,13 +12,16 @@ import (
 //
 //	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)  ->  record
 //	'm' name                                                ->  8-byte big-endian int64
+//	'l' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
 //
 // Revision keys sort by revision, so writes append at the end of the key
 // space and the LSM writes them sequentially; a scan of 'r' replays history.
 const (
-	revPrefix  = 'r'
-	metaPrefix = 'm'
-	revKeyLen  = 17
+	revPrefix   = 'r'
+	metaPrefix  = 'm'
+	leasePrefix = 'l'
+	revKeyLen   = 17
+	leaseKeyLen = 9
 )
 
 // Metadata keys, written in the same batch as the data they describe.
@@ -33,7 +36,27 @@ var (
 	// finished, written in the batch of its last deletions. Open finishes
 	// a compaction scheduled but not finished.
 	metaCompactFinished = []byte("m/compact_finished_rev")
+	// metaApplied holds the log index of the last Entry applied, written
+	// in the batch of that entry's writes.
+	metaApplied = []byte("m/applied_index")
 )
+
+// leaseKey returns the engine key of lease id.
+func leaseKey(id int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{leasePrefix}, uint64(id))
+}
+
+// decodeLease parses a lease key and its value.
+func decodeLease(k, v []byte) (id, ttl int64, err error) {
+	if len(k) != leaseKeyLen || k[0] != leasePrefix || len(v) != 8 {
+		return 0, 0, fmt.Errorf("%w: lease key %x value %x", ErrCorrupt, k, v)
+	}
+	id, ttl = int64(binary.BigEndian.Uint64(k[1:])), int64(binary.BigEndian.Uint64(v))
+	if id == 0 || ttl < 0 || ttl > MaxLeaseTTL {
+		return 0, 0, fmt.Errorf("%w: lease %d with TTL %d", ErrCorrupt, id, ttl)
+	}
+	return id, ttl, nil
+}
 
 // revKey returns the engine key of revision r.
 func revKey(r keyindex.Revision) []byte {
@@ -78,11 +101,12 @@ func decodeInt64(name []byte, b []byte) (int64, error) {
 // with a tombstone flag, in a compact binary form:
 //
 //	format   1 byte, recordFormat
-//	flags    1 byte, bit 0: tombstone; the others are zero
+//	flags    1 byte, bit 0: tombstone, bit 1: has a lease; the others zero
 //	keyLen   uvarint, then the key
 //	create   uvarint create_revision (0 for a tombstone)
 //	mod      uvarint mod_revision (the revision key's main revision)
 //	version  uvarint version (0 for a tombstone)
+//	lease    uvarint lease ID as uint64, only if flags bit 1 is set
 //	value    the rest (empty for a tombstone)
 //
 // Every uvarint is minimally encoded, so a record has exactly one encoding
@@ -91,12 +115,16 @@ type record struct {
 	key, value  []byte
 	create, mod int64
 	version     int64
+	lease       int64
 	tomb        bool
 }
 
+// Records written before leases existed have no lease flag and decode with
+// lease 0, so no migration is needed.
 const (
 	recordFormat = 1
 	flagTomb     = 1
+	flagLease    = 2
 )
 
 func appendRecord(b []byte, r *record) []byte {
@@ -104,12 +132,18 @@ func appendRecord(b []byte, r *record) []byte {
 	if r.tomb {
 		flags |= flagTomb
 	}
+	if r.lease != 0 {
+		flags |= flagLease
+	}
 	b = append(b, recordFormat, flags)
 	b = binary.AppendUvarint(b, uint64(len(r.key)))
 	b = append(b, r.key...)
 	b = binary.AppendUvarint(b, uint64(r.create))
 	b = binary.AppendUvarint(b, uint64(r.mod))
 	b = binary.AppendUvarint(b, uint64(r.version))
+	if r.lease != 0 {
+		b = binary.AppendUvarint(b, uint64(r.lease))
+	}
 	return append(b, r.value...)
 }
 
@@ -124,10 +158,11 @@ func decodeRecord(b []byte) (record, error) {
 	if b[0] != recordFormat {
 		return r, fmt.Errorf("%w: record format %d, want %d", ErrCorrupt, b[0], recordFormat)
 	}
-	if b[1]&^flagTomb != 0 {
+	if b[1]&^(flagTomb|flagLease) != 0 {
 		return r, fmt.Errorf("%w: record flags %#x", ErrCorrupt, b[1])
 	}
 	r.tomb = b[1]&flagTomb != 0
+	hasLease := b[1]&flagLease != 0
 	b = b[2:]
 	keyLen, b, err := uvarint(b, "key length", keyindex.MaxKeySize)
 	if err != nil {
@@ -148,6 +183,16 @@ func decodeRecord(b []byte) (record, error) {
 		return r, err
 	}
 	r.create, r.mod, r.version = int64(create), int64(mod), int64(version)
+	if hasLease {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || n != uvarintLen(v) || v == 0 {
+			return r, fmt.Errorf("%w: record lease: bad varint", ErrCorrupt)
+		}
+		r.lease, b = int64(v), b[n:]
+		if r.tomb {
+			return r, fmt.Errorf("%w: tombstone with lease %d", ErrCorrupt, r.lease)
+		}
+	}
 	r.value = b[:len(b):len(b)]
 	if len(r.value) > MaxValueSize {
 		return r, fmt.Errorf("%w: record value of %d bytes", ErrCorrupt, len(r.value))
@@ -194,5 +239,5 @@ func uvarintLen(v uint64) int {
 
 // kv converts a record into the KeyValue it describes.
 func (r *record) kv() KeyValue {
-	return KeyValue{Key: r.key, Value: r.value, CreateRevision: r.create, ModRevision: r.mod, Version: r.version}
+	return KeyValue{Key: r.key, Value: r.value, CreateRevision: r.create, ModRevision: r.mod, Version: r.version, Lease: r.lease}
 }

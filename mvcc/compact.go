@@ -9,10 +9,15 @@ import (
 
 // Compact drops the history below rev: afterwards a read at a revision
 // below rev fails with ErrCompacted, and a read at rev or later sees what it
-// saw before. Each key keeps its latest version at or below rev (unless
-// that is a deletion) and everything after. The dropped revisions are
-// deleted from storage and from the index, so both disk space and index
-// memory are returned.
+// saw before. Each key keeps its latest version at or below rev and
+// everything after; a key deleted below rev goes, one deleted exactly at
+// rev keeps its deletion until the next compaction (so a watch from rev
+// sees it, as in etcd). The dropped revisions are deleted from storage and
+// from the index, so both disk space and index memory are returned.
+//
+// As in etcd, rev must be above the last compaction's (ErrCompacted) and at
+// most the current revision (ErrFutureRev); the first compaction may be at
+// 0, even on an empty store.
 //
 // Compact is durable in steps: the first engine batch records "compaction
 // scheduled at rev" together with the first deletions; the last records
@@ -20,7 +25,9 @@ import (
 // compaction. Reads and writes go on while Compact deletes; only
 // planning it holds writers up. If a deletion batch fails, Compact returns
 // the error and the next Compact (or Open) finishes the deletions.
-func (s *Store) Compact(rev int64) error {
+func (s *Store) Compact(rev int64) error { return s.compact(0, rev) }
+
+func (s *Store) compact(index uint64, rev int64) error {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	if s.closed.Load() {
@@ -33,20 +40,30 @@ func (s *Store) Compact(rev int64) error {
 	}
 
 	s.writeMu.Lock()
-	if s.failed != nil {
+	t, err := s.beginWrite(index)
+	if err != nil {
 		s.writeMu.Unlock()
-		return s.failed
+		return err
 	}
-	cur, compacted := s.rev, s.compactRev
-	if rev <= compacted {
-		s.writeMu.Unlock()
-		return fmt.Errorf("%w: compact at %d, already compacted at %d", ErrCompacted, rev, compacted)
+	// Every write assigned so far becomes durable and visible first, so
+	// the compaction starts from a published state.
+	s.drainLocked()
+	cur, compacted := s.lastRev, s.compactRev
+	var reject error
+	switch {
+	case rev <= compacted:
+		reject = fmt.Errorf("%w: compact at %d, already compacted at %d", ErrCompacted, rev, compacted)
+	case rev > cur:
+		reject = fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur)
 	}
-	if rev > cur {
-		s.writeMu.Unlock()
-		return fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur)
+	if reject != nil {
+		if _, err := t.finish(TxnResponse{}); err != nil {
+			return err
+		}
+		return reject
 	}
 	job := s.planCompaction(rev)
+	job.index = index
 	// The first batch schedules the compaction and deletes the first
 	// revisions; readers wait for it (they could be reading those), and
 	// only after it does memory change, so a failure leaves the store as
@@ -56,13 +73,16 @@ func (s *Store) Compact(rev int64) error {
 		s.mu.Unlock()
 		if !errors.Is(err, errInjected) {
 			// Whether the batch reached storage is unknown.
-			s.failed = fmt.Errorf("mvcc: store failed, reopen it: schedule compaction at %d: %w", rev, err)
+			err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: schedule compaction at %d: %w", rev, err))
 		}
 		s.writeMu.Unlock()
 		return err
 	}
 	s.ix.Compact(rev, true, nil)
 	s.compactRev = rev
+	if index != 0 {
+		s.applied, s.lastIndex = index, index
+	}
 	s.mu.Unlock()
 	s.writeMu.Unlock()
 
@@ -85,7 +105,9 @@ func (s *Store) runCompaction(job *compactJob) error {
 // order Index.Compact reports them (per key increasing, so a key's
 // tombstone is deleted last).
 type compactJob struct {
-	rev   int64
+	rev int64
+	// index is the log index the first batch records, 0 for none.
+	index uint64
 	drops []keyindex.Revision
 	pos   int
 	// step counts the batches committed.
@@ -111,6 +133,11 @@ func (s *Store) compactStep(job *compactJob) error {
 	if job.step == 0 {
 		if err := b.Put(metaCompactScheduled, encodeInt64(job.rev)); err != nil {
 			return err
+		}
+		if job.index != 0 {
+			if err := b.Put(metaApplied, encodeInt64(int64(job.index))); err != nil {
+				return err
+			}
 		}
 	}
 	end := min(len(job.drops), job.pos+s.opts.CompactionBatchSize)

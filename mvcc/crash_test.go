@@ -32,7 +32,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	g := newOpGen(r, 12)
 
 	type state struct{ rev, compacted int64 }
-	states := []state{{0, 0}}
+	states := []state{{1, 0}}
 	var acked atomic.Int64
 	type clone struct {
 		fs     *vfs.MemFS
@@ -107,11 +107,11 @@ func TestCrashAtRandomPoints(t *testing.T) {
 // checkCompactionFinished checks that no compaction is pending on disk.
 func checkCompactionFinished(t *testing.T, s *Store, db *engine.DB) {
 	t.Helper()
-	sched, err := s.readMeta(metaCompactScheduled)
+	sched, _, err := s.readMeta(metaCompactScheduled)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fin, err := s.readMeta(metaCompactFinished)
+	fin, _, err := s.readMeta(metaCompactFinished)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,9 @@ func storedRevisions(t *testing.T, db *engine.DB) []string {
 	return out
 }
 
-// retainedRevisions lists what a compaction at m.compacted keeps.
+// retainedRevisions lists what a compaction at m.compacted keeps: each
+// key's latest version at or below it unless that is a deletion below it,
+// and everything after.
 func retainedRevisions(m *model) []string {
 	var out []string
 	for k, h := range m.hist {
@@ -153,7 +155,7 @@ func retainedRevisions(m *model) []string {
 				break
 			}
 			latestAtOrBelow := v.rev <= m.compacted && (i+1 == len(h) || h[i+1].rev > m.compacted)
-			if v.rev > m.compacted || latestAtOrBelow && !v.tomb {
+			if v.rev > m.compacted || latestAtOrBelow && (!v.tomb || v.rev == m.compacted) {
 				out = append(out, fmt.Sprintf("%d:%s", v.rev, k))
 			}
 		}

@@ -1,16 +1,82 @@
-// Package mvcc is a revisioned key-value store on an engine.DB, after
-// etcd's server/storage/mvcc: every write transaction makes a new revision,
-// every version of every key stays readable until compacted, and watchers
-// receive each change in revision order.
+// Package mvcc is a revisioned key-value store on an engine.DB that
+// behaves as etcd's server/storage/mvcc (with etcd's lessor's key sets):
+// every write transaction makes a new revision, every version of every key
+// stays readable until compacted, and watchers receive each change in
+// revision order. A randomized test (mvcc/etcddiff) runs the same
+// operations against etcd's own storage code and requires identical
+// results.
 //
 //	db, _ := engine.Open(cfg) // cfg.Sync = true for durable writes
 //	s, err := mvcc.Open(db, mvcc.Options{})
 //	if err != nil { ... }
 //	defer s.Close()
-//	rev, _ := s.Put([]byte("k"), []byte("v1"))
+//	rev, _ := s.Put([]byte("k"), []byte("v1")) // 2: an empty store is at 1
 //	_, _ = s.Put([]byte("k"), []byte("v2"))
 //	old, _ := s.Range([]byte("k"), nil, mvcc.RangeOptions{Rev: rev}) // v1
 //	_ = s.Compact(rev + 1)                                          // drops v1
+//
+// # How etcd's requests map onto the API
+//
+// Revisions: an empty store is at revision 1 and its first write makes 2.
+// Store.Rev is etcd's header revision; a write that changes nothing (a
+// delete of a missing key, a Txn whose branch writes nothing) makes no
+// revision.
+//
+//   - Range: Store.Range(key, end, RangeOptions{Rev, Limit, KeysOnly,
+//     CountOnly}). end nil is one key, "\x00" every key from key on (pass
+//     etcd's range_end through unchanged), PrefixEnd builds a prefix's end.
+//     RangeResult.Count counts every key in range (etcd's count; more is
+//     Count > len(KVs)), RangeResult.Rev is the header revision. Sorting
+//     and the min/max revision filters are the server's, on the result.
+//   - Put: Txn with one PutOp, setting Op.Lease, Op.PrevKV, Op.IgnoreValue,
+//     Op.IgnoreLease as in etcd's PutRequest; TxnResponse.Rev is the header
+//     revision, OpResponse.PrevKV the prev_kv. (Store.Put is the plain
+//     case.)
+//   - DeleteRange: Txn with one DeleteOp (Op.PrevKV for prev_kvs);
+//     OpResponse.Deleted, TxnResponse.Rev.
+//   - Txn: TxnRequest{Compare, Success, Failure}. Compares cover a key or a
+//     range (Compare.End) with etcd's targets (value, version, create,
+//     mod, lease) and results. Each op sees the writes of the ops before it
+//     in the same Txn, as in etcd; OpResponse.Rev is each op's header
+//     revision. Nested txns (etcd's RequestOp_RequestTxn) are not
+//     supported.
+//   - Compact: Store.Compact(rev). The first compaction may be at 0, even
+//     on an empty store, as in etcd.
+//   - Watch: Store.Watch(ctx, key, end, fromRev, WithPrevKV()). fromRev may
+//     be the compacted revision itself; below it Watch returns
+//     ErrCompacted, and the server answers etcd's created-then-canceled
+//     response with compact_revision = Store.CompactRev().
+//   - Leases: GrantLease(id, ttl), RevokeLease(id) (deletes every attached
+//     key in one revision), Leases() and Lease(id) list them with their
+//     keys. The store keeps no clock: the server decides when a lease has
+//     expired and revokes it (through the log, in a cluster), and keeps
+//     TTLs and keep-alives itself.
+//   - A replicated log: Store.Entry(index) returns the same writes (Txn,
+//     Compact, GrantLease, RevokeLease, Skip) recording the log index
+//     atomically with each; Store.AppliedIndex is where to resume. See
+//     Entry.
+//
+// Errors are sentinels to test with errors.Is; those etcd has map one to
+// one onto its rpctypes: ErrCompacted (ErrGRPCCompacted), ErrFutureRev
+// (ErrGRPCFutureRev), ErrEmptyKey (ErrGRPCEmptyKey), ErrKeyNotFound
+// (ErrGRPCKeyNotFound), ErrValueProvided, ErrLeaseProvided,
+// ErrDuplicateKeyInTxn (ErrGRPCDuplicateKey), ErrLeaseNotFound
+// (ErrGRPCLeaseNotFound), ErrLeaseExists (ErrGRPCLeaseExist),
+// ErrLeaseTTLTooLarge (ErrGRPCLeaseTTLTooLarge). The others (ErrKeyTooLarge,
+// ErrValueTooLarge, ErrInvalidRange, ErrInvalidTxn, ErrInvalidLease) are
+// bad arguments (InvalidArgument; etcd's own limits are the server's
+// request size limits); ErrClosed, ErrCorrupt and a failed store are
+// internal errors.
+//
+// # Durability and group commit
+//
+// A write returns once it is durable (with the engine's sync = true) and
+// visible: a Range after it sees it. Concurrent writers share WAL syncs:
+// each takes the write lock only to assign its revision and apply its
+// batch, then waits for the sync outside it, so all writes that arrive
+// while a sync is in flight are made durable by the next one. Readers and
+// watchers see a revision only once it is durable, and revisions in order
+// (see commit.go).
 //
 // # Storage
 //
@@ -18,10 +84,11 @@
 // revision (one per key written in it). Each version is stored in the
 // engine under its revision, big-endian, so writes append at the end of the
 // key space and the LSM writes them sequentially. The value is a record
-// holding the key, the value, create_revision, mod_revision, version and a
-// tombstone flag (see codec.go). The current revision and the compaction
-// state are metadata keys written in the same batch as the data, so every
-// transaction and every compaction step is atomic.
+// holding the key, the value, create_revision, mod_revision, version, lease
+// and a tombstone flag (see codec.go). The current revision, the
+// compaction state, the applied index and the leases are written in the
+// same batch as the data they go with, so every transaction and every
+// compaction step is atomic.
 //
 // # Index
 //
@@ -31,11 +98,20 @@
 // memory: about 20 bytes per key plus the key itself, and about 5 bytes per
 // version (see keyindex.Index and internal/memtable for the measurement).
 //
+// # Stores written before etcd's numbering
+//
+// Stores written by earlier versions of this package started at revision 0
+// with the first write at 1, and refused Compact(0) and a watch from the
+// compacted revision. They open unchanged: an empty one is at revision 1,
+// one with data keeps its revisions and continues from its current one
+// (revisions stay unique and increasing; only the first write's number
+// differs from etcd's). Records without a lease decode with lease 0. No
+// rewrite is needed.
+//
 // # Differences from etcd
 //
-//   - Watch from the compacted revision itself fails with ErrCompacted
-//     (etcd accepts it and may miss a deletion at that revision).
-//   - RangeOps in a Txn read the store as of the start of the Txn.
-//   - After an engine write fails the store refuses writes until reopened:
-//     the failed write may or may not have reached storage.
+//   - After an engine write or WAL sync fails the store refuses writes
+//     until reopened: the failed write may or may not have reached storage
+//     (etcd panics).
+//   - Nested txns are not supported (see above).
 package mvcc

@@ -16,7 +16,8 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Compact(3); err != nil {
+	// Revisions 2..6 (an empty store is at 1), compacted at 4.
+	if err := s.Compact(4); err != nil {
 		t.Fatal(err)
 	}
 	big := bytes.Repeat([]byte("x"), MaxValueSize+1)
@@ -34,12 +35,12 @@ func TestBadInput(t *testing.T) {
 		{"delete range end before key", ErrInvalidRange, func() error { _, _, err := s.DeleteRange([]byte("b"), []byte("a")); return err }},
 		{"range empty key", ErrEmptyKey, func() error { _, err := s.Range(nil, nil, RangeOptions{}); return err }},
 		{"range end before key", ErrInvalidRange, func() error { _, err := s.Range([]byte("b"), []byte("a"), RangeOptions{}); return err }},
-		{"range compacted", ErrCompacted, func() error { _, err := s.Range([]byte("k"), nil, RangeOptions{Rev: 2}); return err }},
-		{"range future", ErrFutureRev, func() error { _, err := s.Range([]byte("k"), nil, RangeOptions{Rev: 6}); return err }},
-		{"compact compacted", ErrCompacted, func() error { return s.Compact(3) }},
+		{"range compacted", ErrCompacted, func() error { _, err := s.Range([]byte("k"), nil, RangeOptions{Rev: 3}); return err }},
+		{"range future", ErrFutureRev, func() error { _, err := s.Range([]byte("k"), nil, RangeOptions{Rev: 7}); return err }},
+		{"compact compacted", ErrCompacted, func() error { return s.Compact(4) }},
 		{"compact older", ErrCompacted, func() error { return s.Compact(1) }},
-		{"compact future", ErrFutureRev, func() error { return s.Compact(6) }},
-		{"watch compacted", ErrCompacted, func() error { _, err := s.Watch(ctx, []byte("k"), nil, 2); return err }},
+		{"compact future", ErrFutureRev, func() error { return s.Compact(7) }},
+		{"watch compacted", ErrCompacted, func() error { _, err := s.Watch(ctx, []byte("k"), nil, 3); return err }},
 		{"watch empty key", ErrEmptyKey, func() error { _, err := s.Watch(ctx, nil, nil, 0); return err }},
 		{"watch end before key", ErrInvalidRange, func() error { _, err := s.Watch(ctx, []byte("b"), []byte("a"), 0); return err }},
 		{"txn two puts", ErrDuplicateKeyInTxn, func() error {

@@ -59,10 +59,10 @@ func Example() {
 	// Output:
 	// config/a=2 version 2
 	// config/b=x version 1
-	// at 1: 1
-	// swapped: true at 4
-	// PUT 1 1
-	// PUT 2 2
-	// PUT 3 4
-	// mvcc: required revision has been compacted: 1, compacted at 4
+	// at 2: 1
+	// swapped: true at 5
+	// PUT 1 2
+	// PUT 2 3
+	// PUT 3 5
+	// mvcc: required revision has been compacted: 2, compacted at 5
 }

@@ -20,6 +20,9 @@ type KeyValue struct {
 	// Version counts the puts since the key was created: 1 for a new key;
 	// 0 in a DELETE event.
 	Version int64
+	// Lease is the ID of the lease the key is attached to, 0 for none.
+	// As in etcd, a KeysOnly range leaves it 0.
+	Lease int64
 }
 
 // RangeOptions select what Range returns.
@@ -31,8 +34,8 @@ type RangeOptions struct {
 	// Limit caps the number of KeyValues returned; 0 (or negative) means
 	// no limit. Count still counts every key in the range.
 	Limit int64
-	// KeysOnly returns the KeyValues without values, read from the index
-	// alone (no storage read).
+	// KeysOnly returns the KeyValues without values and leases, read from
+	// the index alone (no storage read), as etcd's keys_only does.
 	KeysOnly bool
 	// CountOnly returns only Count.
 	CountOnly bool
@@ -47,7 +50,8 @@ type RangeResult struct {
 	// regardless of Limit.
 	Count int64
 	// Rev is the store's current revision when the range was read (etcd's
-	// header revision), also for a read at an older revision.
+	// header revision), also for a read at an older revision. Inside a Txn
+	// that has already written, it is the Txn's revision.
 	Rev int64
 }
 
@@ -163,6 +167,8 @@ const (
 	CompareCreateRevision
 	// CompareModRevision compares the mod_revision (0 if missing).
 	CompareModRevision
+	// CompareLease compares the lease ID (0 if missing or none).
+	CompareLease
 )
 
 // CompareResult is the relation a Compare checks.
@@ -179,17 +185,23 @@ const (
 	Greater
 )
 
-// Compare is a condition of a Txn on the latest version of one key.
+// Compare is a condition of a Txn on the latest version of one key, or of
+// every key of a range (etcd's range_end): all of them must satisfy it, and
+// an empty range compares as one missing key.
 type Compare struct {
 	// Key is the key compared.
 	Key []byte
+	// End, if set, makes the compare cover [Key, End), or every key from
+	// Key on for "\x00", as in Range.
+	End []byte
 	// Target is the field compared.
 	Target CompareTarget
 	// Result is the relation that must hold.
 	Result CompareResult
 	// Value is the operand of CompareValue, compared bytewise.
 	Value []byte
-	// Rev is the operand of the other targets: a version or a revision.
+	// Rev is the operand of the other targets: a version, a revision or
+	// a lease ID.
 	Rev int64
 }
 
@@ -206,12 +218,23 @@ const (
 )
 
 // Op is one operation of a Txn branch; build it with PutOp, DeleteOp or
-// RangeOp.
+// RangeOp and set the optional fields (etcd's PutRequest and
+// DeleteRangeRequest flags) on the result.
 type Op struct {
 	Type     OpType
 	Key, End []byte
 	Value    []byte
-	Options  RangeOptions
+	// Lease attaches the key to a lease (OpPut); 0 for none. The lease must
+	// exist (ErrLeaseNotFound). A put moves the key off its former lease.
+	Lease int64
+	// IgnoreValue keeps the key's current value and IgnoreLease its
+	// current lease (OpPut); the key must exist (ErrKeyNotFound). Value
+	// must then be empty (ErrValueProvided), Lease 0 (ErrLeaseProvided).
+	IgnoreValue, IgnoreLease bool
+	// PrevKV returns the version an OpPut replaces (OpResponse.PrevKV), or
+	// the versions an OpDelete deletes (OpResponse.PrevKVs).
+	PrevKV  bool
+	Options RangeOptions
 }
 
 // PutOp returns an Op that sets key to value.
@@ -220,8 +243,8 @@ func PutOp(key, value []byte) Op { return Op{Type: OpPut, Key: key, Value: value
 // DeleteOp returns an Op that deletes key, or the keys of [key, end).
 func DeleteOp(key, end []byte) Op { return Op{Type: OpDelete, Key: key, End: end} }
 
-// RangeOp returns an Op that reads key, or [key, end). It reads the store
-// as of the start of the Txn: writes of the same Txn are not visible to it.
+// RangeOp returns an Op that reads key, or [key, end). As in etcd, it sees
+// the writes of the ops before it in the same Txn.
 func RangeOp(key, end []byte, opts RangeOptions) Op {
 	return Op{Type: OpRange, Key: key, End: end, Options: opts}
 }
@@ -236,8 +259,18 @@ type TxnRequest struct {
 // OpResponse is the result of one Op.
 type OpResponse struct {
 	Type OpType
+	// Rev is the revision etcd puts in this op's response header: the
+	// Txn's revision once the Txn has written (an OpPut always has), the
+	// revision before it otherwise. For an OpRange it is Range.Rev.
+	Rev int64
 	// Deleted is the number of keys an OpDelete deleted.
 	Deleted int64
+	// PrevKV is the version an OpPut with PrevKV replaced; nil if the key
+	// did not exist.
+	PrevKV *KeyValue
+	// PrevKVs are the versions an OpDelete with PrevKV deleted, in key
+	// order.
+	PrevKVs []KeyValue
 	// Range is the result of an OpRange.
 	Range RangeResult
 }
@@ -247,7 +280,7 @@ type TxnResponse struct {
 	// Succeeded reports whether the compares held (Success ran).
 	Succeeded bool
 	// Rev is the revision of the Txn's writes, or the current revision
-	// if it wrote nothing (no new revision then).
+	// if it wrote nothing (no new revision then): etcd's header revision.
 	Rev int64
 	// Responses has one entry per op of the branch that ran.
 	Responses []OpResponse

@@ -89,7 +89,8 @@ type model struct {
 	compacted int64
 }
 
-func newModel() *model { return &model{hist: map[string][]mversion{}} }
+// newModel returns an empty model at revision 1, etcd's first revision.
+func newModel() *model { return &model{hist: map[string][]mversion{}, rev: 1} }
 
 // get returns key's version at rev.
 func (m *model) get(key string, rev int64) (KeyValue, bool) {
@@ -168,45 +169,40 @@ func (m *model) events(r keyRange, from int64) []Event {
 	return sorted
 }
 
-// apply runs a checked branch on the model, as Store.Txn does, and returns
-// the responses and whether a revision was made.
+// apply runs a checked branch on the model, as Store.Txn does: each op
+// sees the writes of the ops before it, and the branch makes a revision if
+// it wrote.
 func (m *model) apply(ops []Op) []OpResponse {
 	newRev := m.rev + 1
-	wrote := false
-	deleted := map[string]bool{}
+	sub := 0
 	resps := make([]OpResponse, len(ops))
-	type w struct {
-		key string
-		v   mversion
+	cur := func() int64 {
+		if sub > 0 {
+			return newRev
+		}
+		return m.rev
 	}
-	var writes []w
 	for i, op := range ops {
 		resps[i].Type = op.Type
 		switch op.Type {
 		case OpPut:
-			writes = append(writes, w{string(op.Key), mversion{rev: newRev, value: string(op.Value)}})
+			m.hist[string(op.Key)] = append(m.hist[string(op.Key)], mversion{rev: newRev, sub: sub, value: string(op.Value)})
+			sub++
 		case OpDelete:
 			r, _ := checkRange(op.Key, op.End)
-			for _, kv := range m.rangeAt(r, m.rev) {
-				if deleted[string(kv.Key)] {
-					continue
-				}
-				deleted[string(kv.Key)] = true
+			for _, kv := range m.rangeAt(r, cur()) {
+				m.hist[string(kv.Key)] = append(m.hist[string(kv.Key)], mversion{rev: newRev, sub: sub, tomb: true})
+				sub++
 				resps[i].Deleted++
-				writes = append(writes, w{string(kv.Key), mversion{rev: newRev, tomb: true}})
 			}
 		case OpRange:
 			r, _ := checkRange(op.Key, op.End)
-			kvs := m.rangeAt(r, m.rev)
-			resps[i].Range = RangeResult{Count: int64(len(kvs)), Rev: m.rev, KVs: kvs}
+			kvs := m.rangeAt(r, cur())
+			resps[i].Range = RangeResult{Count: int64(len(kvs)), Rev: cur(), KVs: kvs}
 		}
+		resps[i].Rev = cur()
 	}
-	for i, x := range writes {
-		x.v.sub = i
-		m.hist[x.key] = append(m.hist[x.key], x.v)
-		wrote = true
-	}
-	if wrote {
+	if sub > 0 {
 		m.rev = newRev
 	}
 	return resps
@@ -505,7 +501,7 @@ func (g *opGen) step(t testing.TB, s *Store, m *model, compactWeight int) string
 		}
 		for i := range want {
 			g, w := resp.Responses[i], want[i]
-			if g.Type != w.Type || g.Deleted != w.Deleted || g.Range.Count != w.Range.Count || !sameKVs(g.Range.KVs, w.Range.KVs) {
+			if g.Type != w.Type || g.Rev != w.Rev || g.Deleted != w.Deleted || g.Range.Count != w.Range.Count || g.Range.Rev != w.Range.Rev || !sameKVs(g.Range.KVs, w.Range.KVs) {
 				t.Fatalf("Txn response %d = %+v, model %+v", i, g, w)
 			}
 		}

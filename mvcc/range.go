@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -29,13 +30,26 @@ func (s *Store) Range(key, end []byte, opts RangeOptions) (RangeResult, error) {
 	if s.closed.Load() {
 		return RangeResult{}, ErrClosed
 	}
-	res := RangeResult{Rev: s.rev}
+	return s.rangeAt(kr, opts, s.rev, nil, func() {
+		s.mu.RUnlock()
+		locked = false
+	})
+}
+
+// rangeAt reads kr at opts.Rev (0 or below: at cur), with cur as the
+// header revision. The caller holds mu, or writeMu with cur its txn's
+// revision. fetch reads one record (a writer's, which sees its own); nil
+// reads the engine, many records through one iterator, and then calls
+// unlock (if not nil) once the iterator pins what it reads, so the caller's
+// lock is released early.
+func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(keyindex.Revision) (record, error), unlock func()) (RangeResult, error) {
+	res := RangeResult{Rev: cur}
 	rev := opts.Rev
 	if rev <= 0 {
-		rev = s.rev
+		rev = cur
 	}
-	if rev > s.rev {
-		return RangeResult{}, fmt.Errorf("%w: %d, current revision is %d", ErrFutureRev, rev, s.rev)
+	if rev > cur {
+		return RangeResult{}, fmt.Errorf("%w: %d, current revision is %d", ErrFutureRev, rev, cur)
 	}
 	if rev < s.compactRev {
 		return RangeResult{}, fmt.Errorf("%w: %d, compacted at %d", ErrCompacted, rev, s.compactRev)
@@ -89,6 +103,18 @@ func (s *Store) Range(key, end []byte, opts RangeOptions) (RangeResult, error) {
 	// Read the records. The revisions read are retained, but a compaction
 	// may drop them as soon as mu is released: read them under mu, or from
 	// an iterator opened under it (its view predates the deletion).
+	if fetch != nil {
+		for i, h := range hits {
+			rec, err := fetch(h.keyRev.Mod)
+			if err != nil {
+				return RangeResult{}, err
+			}
+			kv := rec.kv()
+			kv.Key, kv.Value = bytes.Clone(kv.Key), bytes.Clone(kv.Value)
+			res.KVs[i] = kv
+		}
+		return res, nil
+	}
 	if len(hits) == 1 {
 		v, err := s.db.Get(revKey(hits[0].keyRev.Mod))
 		if err != nil {
@@ -105,12 +131,14 @@ func (s *Store) Range(key, end []byte, opts RangeOptions) (RangeResult, error) {
 	if err != nil {
 		return RangeResult{}, err
 	}
-	s.mu.RUnlock()
-	locked = false
+	if unlock != nil {
+		unlock()
+	}
 	defer it.Close()
 
 	var buf, rk []byte
 	offs := make([]int, 0, 2*len(hits))
+	leases := make([]int64, len(hits))
 	for _, h := range hits {
 		rk = appendRevKey(rk[:0], h.keyRev.Mod)
 		if !it.SeekGE(rk) || string(it.Key()) != string(rk) {
@@ -124,6 +152,7 @@ func (s *Store) Range(key, end []byte, opts RangeOptions) (RangeResult, error) {
 		if err != nil {
 			return RangeResult{}, err
 		}
+		leases[len(offs)/2] = rec.lease
 		offs = append(offs, len(buf))
 		buf = append(buf, rec.key...)
 		offs = append(offs, len(buf))
@@ -135,7 +164,7 @@ func (s *Store) Range(key, end []byte, opts RangeOptions) (RangeResult, error) {
 		if 2*i+2 < len(offs) {
 			v1 = offs[2*i+2]
 		}
-		kv := KeyValue{Key: buf[k0:k1:k1], CreateRevision: h.keyRev.Create, ModRevision: h.keyRev.Mod.Main, Version: h.keyRev.Version}
+		kv := KeyValue{Key: buf[k0:k1:k1], CreateRevision: h.keyRev.Create, ModRevision: h.keyRev.Mod.Main, Version: h.keyRev.Version, Lease: leases[i]}
 		if v1 > k1 {
 			kv.Value = buf[k1:v1:v1]
 		}

@@ -67,29 +67,57 @@ func (o *Options) ensureDefaults() {
 }
 
 // Store is a revisioned key-value store on an engine.DB: etcd's mvcc
-// store. It is safe for concurrent use: write transactions run one at a
-// time, reads run beside them and each other.
+// store. It is safe for concurrent use: write transactions are ordered one
+// at a time but share WAL syncs (see commit.go); reads run beside them and
+// each other.
+//
+// Revisions are numbered as in etcd: an empty store is at revision 1 and
+// its first write makes revision 2. (Stores written before this numbering
+// keep theirs: their first write is revision 1, and new writes continue
+// from their current revision. Revisions stay unique and increasing, which
+// is all a client may rely on, so no rewrite is needed.)
 type Store struct {
 	db   *engine.DB
 	opts Options
 
-	// writeMu serializes write transactions, compaction planning and the
-	// delivery of live events.
+	// writeMu orders writers: under it a writer reads the latest state
+	// (published or not), assigns its revision and log index, updates the
+	// index and the lease sets, commits its batch to the engine without
+	// waiting for the WAL sync, and queues it for publication.
 	writeMu sync.Mutex
-	// failed, once set, is returned by every write: an engine commit
-	// failed, and whether it reached storage is unknown, so the revision
-	// it used must not be reused. Reopen the store. Guarded by writeMu.
+	// lastRev and lastIndex are the last revision and log index assigned
+	// (>= rev and applied). Guarded by writeMu.
+	lastRev   int64
+	lastIndex uint64
+	// leases are the granted leases and their keys, as of lastRev:
+	// written under writeMu and leaseMu, read under either.
+	leaseMu sync.Mutex
+	leases  leaseSet
+
+	// failed, once set, is returned by every write: an engine commit or
+	// WAL sync failed, and whether it reached storage is unknown, so the
+	// revision it used must not be reused. Reopen the store.
+	failMu sync.Mutex
 	failed error
 
-	// mu guards the index and the revisions below: readers hold it shared,
-	// a writer exclusively while it applies a committed transaction.
+	// mu guards the index and the published state below: readers hold it
+	// shared, a writer exclusively while it changes the index (with
+	// revisions above rev, which readers do not see) or publishes.
 	mu sync.RWMutex
 	ix *keyindex.Index
-	// rev is the current revision: the last write transaction's.
+	// rev is the current revision: the last one durable and published.
 	rev int64
-	// compactRev is the revision of the last compaction scheduled; reads
-	// below it fail with ErrCompacted.
+	// compactRev is the revision of the last compaction scheduled, -1 if
+	// none; reads below it fail with ErrCompacted.
 	compactRev int64
+	// applied is the log index of the last Entry durable and published.
+	applied uint64
+
+	// pubMu guards queue, the batches committed and not yet published, in
+	// revision order, and pubFailed, the first WAL sync failure.
+	pubMu     sync.Mutex
+	queue     []*pending
+	pubFailed error
 
 	// compactMu runs one compaction at a time; leftover holds the
 	// deletions a compaction could not finish (see Compact).
@@ -107,11 +135,11 @@ type Store struct {
 	rebuild time.Duration
 }
 
-// Open opens the store kept in db, rebuilding the in-memory index by
-// scanning every revision key, and finishes a compaction a crash
-// interrupted. The Store uses the whole key space of db; close the Store
-// before db. Durability follows db's configuration: with sync = true an
-// acknowledged write survives a crash.
+// Open opens the store kept in db, rebuilding the in-memory index and the
+// lease sets by scanning every revision key, and finishes a compaction a
+// crash interrupted. The Store uses the whole key space of db; close the
+// Store before db. Durability follows db's configuration: with sync = true
+// an acknowledged write survives a crash.
 func Open(db *engine.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mvcc: Open: db is nil")
@@ -120,29 +148,42 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts.ensureDefaults()
-	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}}
+	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}, leases: newLeaseSet()}
 	start := time.Now()
-	metaCur, err := s.readMeta(metaRev)
+	metaCur, _, err := s.readMeta(metaRev)
 	if err != nil {
 		return nil, err
 	}
-	scheduled, err := s.readMeta(metaCompactScheduled)
+	scheduled, hasScheduled, err := s.readMeta(metaCompactScheduled)
 	if err != nil {
 		return nil, err
 	}
-	finished, err := s.readMeta(metaCompactFinished)
+	finished, hasFinished, err := s.readMeta(metaCompactFinished)
 	if err != nil {
+		return nil, err
+	}
+	applied, _, err := s.readMeta(metaApplied)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.restoreLeases(); err != nil {
 		return nil, err
 	}
 	maxRev, err := s.restore()
 	if err != nil {
 		return nil, err
 	}
-	s.rev = max(metaCur, maxRev, scheduled)
-	s.compactRev = max(scheduled, finished)
+	// An empty store is at revision 1, as in etcd.
+	s.rev = max(metaCur, maxRev, scheduled, 1)
+	s.compactRev = -1
+	if hasScheduled || hasFinished {
+		s.compactRev = max(scheduled, finished)
+	}
+	s.applied = uint64(applied)
+	s.lastRev, s.lastIndex = s.rev, s.applied
 	s.notified = s.rev
 	s.rebuild = time.Since(start)
-	if scheduled > finished {
+	if hasScheduled && (!hasFinished || scheduled > finished) {
 		// A compaction was scheduled and not finished: finish it.
 		job := s.planCompaction(scheduled)
 		s.ix.Compact(scheduled, true, nil)
@@ -155,18 +196,21 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) readMeta(key []byte) (int64, error) {
-	v, err := s.db.Get(key)
+// readMeta reads a metadata value; found is false (and v 0) if absent.
+func (s *Store) readMeta(key []byte) (v int64, found bool, err error) {
+	b, err := s.db.Get(key)
 	if errors.Is(err, engine.ErrNotFound) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("mvcc: Open: read %s: %w", key, err)
+		return 0, false, fmt.Errorf("mvcc: Open: read %s: %w", key, err)
 	}
-	return decodeInt64(key, v)
+	v, err = decodeInt64(key, b)
+	return v, err == nil, err
 }
 
-// restore rebuilds the index from the revision keys and returns the
+// restore rebuilds the index from the revision keys, attaches each live
+// key whose latest version carries a lease to that lease, and returns the
 // largest revision found.
 func (s *Store) restore() (int64, error) {
 	it, err := s.db.NewIter(&engine.IterOptions{LowerBound: []byte{revPrefix}, UpperBound: []byte{revPrefix + 1}})
@@ -175,6 +219,7 @@ func (s *Store) restore() (int64, error) {
 	}
 	defer it.Close()
 	var last keyindex.Revision
+	keyLease := map[string]int64{} // the latest version's lease, if any
 	for ok := it.First(); ok; ok = it.Next() {
 		rev, err := decodeRevKey(it.Key())
 		if err != nil {
@@ -190,15 +235,28 @@ func (s *Store) restore() (int64, error) {
 		if err := s.ix.Restore(rec.key, rev, rec.tomb, rec.create, rec.version); err != nil {
 			return 0, fmt.Errorf("mvcc: Open: %w: revision %d.%d of %q: %w", ErrCorrupt, rev.Main, rev.Sub, rec.key, err)
 		}
+		if rec.lease != 0 {
+			keyLease[string(rec.key)] = rec.lease
+		} else if len(keyLease) > 0 {
+			delete(keyLease, string(rec.key))
+		}
 		last = rev
 	}
 	if err := it.Error(); err != nil {
 		return 0, fmt.Errorf("mvcc: Open: scan revisions: %w", err)
 	}
+	for k, id := range keyLease {
+		// A revoke deletes the keys and the lease in one batch, so a
+		// missing lease means the data is damaged.
+		if err := s.leases.attach(k, id); err != nil {
+			return 0, fmt.Errorf("mvcc: Open: %w: key %q: %w", ErrCorrupt, k, err)
+		}
+	}
 	return last.Main, nil
 }
 
-// Rev returns the current revision.
+// Rev returns the current revision (etcd's header revision): 1 for an
+// empty store, then the revision of the last acknowledged write.
 func (s *Store) Rev() int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -210,7 +268,15 @@ func (s *Store) Rev() int64 {
 func (s *Store) CompactRev() int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.compactRev
+	return max(s.compactRev, 0)
+}
+
+// AppliedIndex returns the log index of the last Entry whose writes are
+// durable (0 if none): a replicated member resumes its log after it.
+func (s *Store) AppliedIndex() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.applied
 }
 
 // RebuildDuration returns how long Open took to rebuild the index from
@@ -224,9 +290,9 @@ func (s *Store) IndexStats() keyindex.Stats {
 	return s.ix.Stats()
 }
 
-// Close stops every watcher (their Err becomes ErrClosed), waits for a
-// running write or compaction, and closes the store. It does not close
-// the engine.DB.
+// Close stops every watcher (their Err becomes ErrClosed), waits for
+// running writes (until durable) and compactions, and closes the store. It
+// does not close the engine.DB.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -235,6 +301,7 @@ func (s *Store) Close() error {
 	defer s.compactMu.Unlock()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	s.drainLocked()
 	s.watchMu.Lock()
 	for w := range s.watchers {
 		w.stopLocked(ErrClosed)

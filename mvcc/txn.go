@@ -8,7 +8,8 @@ import (
 	"github.com/stratadb/strata/mvcc/keyindex"
 )
 
-// Put sets key to value in a new revision and returns it.
+// Put sets key to value in a new revision and returns it. For a lease or
+// prev_kv, use Txn with a PutOp.
 func (s *Store) Put(key, value []byte) (rev int64, err error) {
 	resp, err := s.Txn(TxnRequest{Success: []Op{PutOp(key, value)}})
 	return resp.Rev, err
@@ -32,31 +33,88 @@ func (s *Store) DeleteRange(key, end []byte) (rev, deleted int64, err error) {
 	return resp.Rev, resp.Responses[0].Deleted, nil
 }
 
-// Txn runs a transaction atomically: it evaluates the compares on the
+// Txn runs a transaction atomically, as etcd's Txn (and, with one op, its
+// Put, DeleteRange and Range) does: it evaluates the compares on the
 // latest revision, then runs the Success ops if all hold and the Failure
 // ops otherwise. The writes of the branch share one new revision, each
 // written key a sub revision in op order; a Txn that writes nothing makes
-// no revision. Every key, range and value is checked first, and a branch
-// that writes a key twice fails with ErrDuplicateKeyInTxn (two deletes
-// may overlap, as in etcd): on error nothing is written.
+// no revision. Each op sees the writes of the ops before it (a RangeOp
+// after a PutOp of the same key reads the new value).
 //
-// RangeOps read the store as of the start of the Txn, before its writes.
-func (s *Store) Txn(req TxnRequest) (TxnResponse, error) {
+// Everything is checked first, and on error nothing is written: keys,
+// ranges and values, a branch that writes a key twice
+// (ErrDuplicateKeyInTxn; two deletes may overlap, as in etcd), then for
+// the branch taken, in op order, a range's revision (ErrFutureRev,
+// ErrCompacted), a put's lease (ErrLeaseNotFound) and for IgnoreValue or
+// IgnoreLease its key (ErrKeyNotFound).
+//
+// A Txn with only RangeOps reads the current revision without waiting for
+// writers. The others return once their writes are durable.
+func (s *Store) Txn(req TxnRequest) (TxnResponse, error) { return s.txn(0, req) }
+
+func (s *Store) txn(index uint64, req TxnRequest) (TxnResponse, error) {
 	if err := checkTxn(&req); err != nil {
-		return TxnResponse{}, err
+		return TxnResponse{}, s.skipOnError(index, err)
+	}
+	if index == 0 && req.readOnly() {
+		return s.readTxn(req)
 	}
 	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	t, err := s.beginWrite(index)
+	if err != nil {
+		s.writeMu.Unlock()
+		return TxnResponse{}, err
+	}
+	// Only writers change the index and they hold writeMu, so the writer
+	// reads it without mu.
+	ok, err := s.compare(req.Compare, t.begin, s.fetch)
+	if err != nil {
+		s.writeMu.Unlock()
+		return TxnResponse{}, err
+	}
+	ops := req.Success
+	if !ok {
+		ops = req.Failure
+	}
+	if err := t.check(ops); err != nil {
+		// A rejected request: nothing written but the log index.
+		if _, ferr := t.finish(TxnResponse{}); ferr != nil {
+			return TxnResponse{}, ferr
+		}
+		return TxnResponse{}, err
+	}
+	resp := TxnResponse{Succeeded: ok, Responses: make([]OpResponse, len(ops))}
+	for i, op := range ops {
+		r, err := t.exec(op)
+		if err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+		resp.Responses[i] = r
+	}
+	return t.finish(resp)
+}
+
+// readOnly reports whether no op of either branch writes.
+func (req *TxnRequest) readOnly() bool {
+	for _, ops := range [][]Op{req.Success, req.Failure} {
+		for _, op := range ops {
+			if op.Type != OpRange {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// readTxn runs a Txn of RangeOps at the current revision, under mu.
+func (s *Store) readTxn(req TxnRequest) (TxnResponse, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed.Load() {
 		return TxnResponse{}, ErrClosed
 	}
-	if s.failed != nil {
-		return TxnResponse{}, s.failed
-	}
-	// Only writers change the index and s.rev, and we hold writeMu, so
-	// both can be read without mu here.
 	cur := s.rev
-	ok, err := s.compare(req.Compare, cur)
+	ok, err := s.compare(req.Compare, cur, s.fetch)
 	if err != nil {
 		return TxnResponse{}, err
 	}
@@ -64,57 +122,132 @@ func (s *Store) Txn(req TxnRequest) (TxnResponse, error) {
 	if !ok {
 		ops = req.Failure
 	}
-	resp := TxnResponse{Succeeded: ok, Rev: cur, Responses: make([]OpResponse, len(ops))}
-
-	newRev := cur + 1
-	var writes []write
-	var deleted map[string]bool // keys deleted by earlier ops of this txn
 	for i, op := range ops {
-		resp.Responses[i].Type = op.Type
-		switch op.Type {
-		case OpPut:
-			w := write{key: op.Key, value: op.Value, rev: keyindex.Revision{Main: newRev, Sub: int64(len(writes))}}
-			if kr, live := s.ix.Get(op.Key, cur); live {
-				w.create, w.version, w.prev, w.hasPrev = kr.Create, kr.Version+1, kr.Mod, true
-			} else {
-				w.create, w.version = newRev, 1
-			}
-			writes = append(writes, w)
-		case OpDelete:
-			kr, _ := checkRange(op.Key, op.End) // checked in checkTxn
-			var n int64
-			s.liveKeys(kr, cur, func(key []byte, prev keyindex.KeyRev) {
-				if deleted[string(key)] {
-					return // an overlapping delete of this txn took it
-				}
-				if deleted == nil {
-					deleted = map[string]bool{}
-				}
-				deleted[string(key)] = true
-				n++
-				writes = append(writes, write{key: bytes.Clone(key), tomb: true, prev: prev.Mod, hasPrev: true,
-					rev: keyindex.Revision{Main: newRev, Sub: int64(len(writes))}})
-			})
-			resp.Responses[i].Deleted = n
-		case OpRange:
-			opts := op.Options
-			if opts.Rev <= 0 {
-				opts.Rev = cur
-			}
-			r, err := s.Range(op.Key, op.End, opts)
-			if err != nil {
-				return TxnResponse{}, err
-			}
-			resp.Responses[i].Range = r
+		if err := s.checkRangeRev(op.Options.Rev, cur); err != nil {
+			return TxnResponse{}, fmt.Errorf("op %d: %w", i, err)
 		}
 	}
-	if len(writes) == 0 {
+	resp := TxnResponse{Succeeded: ok, Rev: cur, Responses: make([]OpResponse, len(ops))}
+	for i, op := range ops {
+		kr, _ := checkRange(op.Key, op.End) // checked in checkTxn
+		r, err := s.rangeAt(kr, op.Options, cur, nil, nil)
+		if err != nil {
+			return TxnResponse{}, err
+		}
+		resp.Responses[i] = OpResponse{Type: OpRange, Rev: r.Rev, Range: r}
+	}
+	return resp, nil
+}
+
+// checkRangeRev is etcd's check of a Txn's range revision against the
+// revision the Txn starts from (0 is the latest).
+func (s *Store) checkRangeRev(rev, cur int64) error {
+	switch {
+	case rev == 0:
+		return nil
+	case rev > cur:
+		return fmt.Errorf("%w: %d, current revision is %d", ErrFutureRev, rev, cur)
+	case rev < s.compactRev:
+		return fmt.Errorf("%w: %d, compacted at %d", ErrCompacted, rev, s.compactRev)
+	}
+	return nil
+}
+
+// check runs the checks of the branch taken, before anything is written.
+func (t *writeTxn) check(ops []Op) error {
+	s := t.s
+	for i, op := range ops {
+		switch op.Type {
+		case OpRange:
+			if err := s.checkRangeRev(op.Options.Rev, t.begin); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
+			}
+		case OpPut:
+			if op.Lease != 0 && s.leases.byID[op.Lease] == nil {
+				return fmt.Errorf("op %d: %w: %d", i, ErrLeaseNotFound, op.Lease)
+			}
+			if op.IgnoreValue || op.IgnoreLease {
+				if _, live := s.ix.Get(op.Key, t.begin); !live {
+					return fmt.Errorf("op %d: %w: %q (IgnoreValue or IgnoreLease needs it)", i, ErrKeyNotFound, op.Key)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// exec runs one checked op. An error here is the engine's: the index may
+// already hold part of the txn.
+func (t *writeTxn) exec(op Op) (OpResponse, error) {
+	s := t.s
+	kr, _ := checkRange(op.Key, op.End) // checked in checkTxn
+	switch op.Type {
+	case OpPut:
+		w := write{key: op.Key, value: op.Value, lease: op.Lease}
+		resp := OpResponse{Type: OpPut}
+		if cur, live := s.ix.Get(op.Key, t.rev()); live {
+			w.create, w.version, w.prev, w.hasPrev = cur.Create, cur.Version+1, cur.Mod, true
+			if op.PrevKV || op.IgnoreValue || op.IgnoreLease {
+				rec, err := t.fetch(cur.Mod)
+				if err != nil {
+					return OpResponse{}, err
+				}
+				prev := rec.kv()
+				if op.IgnoreValue {
+					w.value = prev.Value
+				}
+				if op.IgnoreLease {
+					w.lease = prev.Lease
+				}
+				if op.PrevKV {
+					resp.PrevKV = &prev
+				}
+			}
+		} else {
+			w.create, w.version = t.begin+1, 1
+		}
+		if err := t.add(w); err != nil {
+			return OpResponse{}, err
+		}
+		resp.Rev = t.rev()
 		return resp, nil
+	case OpDelete:
+		return t.deleteRange(kr, op.PrevKV)
+	default: // OpRange
+		r, err := s.rangeAt(kr, op.Options, t.rev(), t.fetch, nil)
+		if err != nil {
+			return OpResponse{}, err
+		}
+		return OpResponse{Type: OpRange, Rev: r.Rev, Range: r}, nil
 	}
-	if err := s.commit(newRev, writes); err != nil {
-		return TxnResponse{}, err
+}
+
+// deleteRange deletes the live keys of kr, with their previous versions
+// if prevKV.
+func (t *writeTxn) deleteRange(kr keyRange, prevKV bool) (OpResponse, error) {
+	s := t.s
+	type victim struct {
+		key []byte
+		kr  keyindex.KeyRev
 	}
-	resp.Rev = newRev
+	var vs []victim
+	s.liveKeys(kr, t.rev(), func(key []byte, cur keyindex.KeyRev) {
+		vs = append(vs, victim{bytes.Clone(key), cur})
+	})
+	resp := OpResponse{Type: OpDelete, Deleted: int64(len(vs))}
+	for _, v := range vs {
+		if prevKV {
+			rec, err := t.fetch(v.kr.Mod)
+			if err != nil {
+				return OpResponse{}, err
+			}
+			resp.PrevKVs = append(resp.PrevKVs, rec.kv())
+		}
+		if err := t.add(write{key: v.key, tomb: true, prev: v.kr.Mod, hasPrev: true}); err != nil {
+			return OpResponse{}, err
+		}
+	}
+	resp.Rev = t.rev()
 	return resp, nil
 }
 
@@ -124,6 +257,7 @@ type write struct {
 	rev             keyindex.Revision
 	tomb            bool
 	create, version int64
+	lease           int64
 	// prev is the revision of the version it replaces, if hasPrev.
 	prev    keyindex.Revision
 	hasPrev bool
@@ -133,56 +267,12 @@ func (w *write) record() record {
 	if w.tomb {
 		return record{key: w.key, mod: w.rev.Main, tomb: true}
 	}
-	return record{key: w.key, value: w.value, create: w.create, mod: w.rev.Main, version: w.version}
-}
-
-// commit writes a transaction's records and the current revision in one
-// batch, then applies it to the index and hands it to the watchers.
-func (s *Store) commit(newRev int64, writes []write) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	var key, val []byte
-	for i := range writes {
-		r := writes[i].record()
-		key = appendRevKey(key[:0], writes[i].rev)
-		val = appendRecord(val[:0], &r)
-		if err := b.Put(key, val); err != nil {
-			return err
-		}
-	}
-	if err := b.Put(metaRev, encodeInt64(newRev)); err != nil {
-		return err
-	}
-	if err := b.Commit(); err != nil {
-		s.failed = fmt.Errorf("mvcc: store failed, reopen it: write of revision %d: %w", newRev, err)
-		return s.failed
-	}
-	s.mu.Lock()
-	var ierr error
-	for i := range writes {
-		w := &writes[i]
-		if w.tomb {
-			_, ierr = s.ix.Tombstone(w.key, w.rev)
-		} else {
-			ierr = s.ix.Put(w.key, w.rev)
-		}
-		if ierr != nil {
-			break
-		}
-	}
-	s.rev = newRev
-	s.mu.Unlock()
-	if ierr != nil {
-		// A broken invariant: the index disagrees with storage.
-		s.failed = fmt.Errorf("mvcc: store failed, reopen it: index update at revision %d: %w", newRev, ierr)
-		return s.failed
-	}
-	s.notify(newRev, writes)
-	return nil
+	return record{key: w.key, value: w.value, create: w.create, mod: w.rev.Main, version: w.version, lease: w.lease}
 }
 
 // liveKeys calls fn for each key of r live at rev. The key aliases index
-// memory. The caller holds writeMu (so the index does not change).
+// memory. The caller holds writeMu or mu (so the index does not change
+// under it).
 func (s *Store) liveKeys(r keyRange, rev int64, fn func(key []byte, kr keyindex.KeyRev)) {
 	if r.single() {
 		if kr, ok := s.ix.Get(r.key, rev); ok {
@@ -199,48 +289,62 @@ func (s *Store) liveKeys(r keyRange, rev int64, fn func(key []byte, kr keyindex.
 	})
 }
 
-// compare evaluates compares against revision rev.
-func (s *Store) compare(cs []Compare, rev int64) (bool, error) {
+// compare evaluates compares at revision rev, as etcd does: a compare
+// over a range holds if it holds for every key in it, an empty range
+// compares as a missing key (zeros), and a value compare on a missing key
+// fails.
+func (s *Store) compare(cs []Compare, rev int64, fetch func(keyindex.Revision) (record, error)) (bool, error) {
 	for _, c := range cs {
-		kr, live := s.ix.Get(c.Key, rev)
-		var cmp int
-		switch c.Target {
-		case CompareValue:
-			if !live {
-				return false, nil // etcd: a value compare on a missing key fails
+		kr, _ := checkRange(c.Key, c.End) // checked in checkTxn
+		var kvs []keyindex.KeyRev
+		s.liveKeys(kr, rev, func(_ []byte, r keyindex.KeyRev) { kvs = append(kvs, r) })
+		if len(kvs) == 0 {
+			if c.Target == CompareValue || !compareHolds(c, KeyValue{}) {
+				return false, nil
 			}
-			v, err := s.db.Get(revKey(kr.Mod))
-			if err != nil {
-				return false, fmt.Errorf("mvcc: read %q at %d: %w", c.Key, kr.Mod.Main, err)
-			}
-			rec, err := decodeRecord(v)
-			if err != nil {
-				return false, err
-			}
-			cmp = bytes.Compare(rec.value, c.Value)
-		case CompareVersion:
-			cmp = cmpInt(kr.Version, c.Rev)
-		case CompareCreateRevision:
-			cmp = cmpInt(kr.Create, c.Rev)
-		case CompareModRevision:
-			cmp = cmpInt(kr.Mod.Main, c.Rev)
+			continue
 		}
-		var ok bool
-		switch c.Result {
-		case Equal:
-			ok = cmp == 0
-		case NotEqual:
-			ok = cmp != 0
-		case Less:
-			ok = cmp < 0
-		case Greater:
-			ok = cmp > 0
-		}
-		if !ok {
-			return false, nil
+		for _, r := range kvs {
+			kv := KeyValue{CreateRevision: r.Create, ModRevision: r.Mod.Main, Version: r.Version}
+			if c.Target == CompareValue || c.Target == CompareLease {
+				rec, err := fetch(r.Mod)
+				if err != nil {
+					return false, err
+				}
+				kv = rec.kv()
+			}
+			if !compareHolds(c, kv) {
+				return false, nil
+			}
 		}
 	}
 	return true, nil
+}
+
+// compareHolds applies one compare to one key's version.
+func compareHolds(c Compare, kv KeyValue) bool {
+	var cmp int
+	switch c.Target {
+	case CompareValue:
+		cmp = bytes.Compare(kv.Value, c.Value)
+	case CompareVersion:
+		cmp = cmpInt(kv.Version, c.Rev)
+	case CompareCreateRevision:
+		cmp = cmpInt(kv.CreateRevision, c.Rev)
+	case CompareModRevision:
+		cmp = cmpInt(kv.ModRevision, c.Rev)
+	case CompareLease:
+		cmp = cmpInt(kv.Lease, c.Rev)
+	}
+	switch c.Result {
+	case Equal:
+		return cmp == 0
+	case NotEqual:
+		return cmp != 0
+	case Less:
+		return cmp < 0
+	}
+	return cmp > 0
 }
 
 func cmpInt(a, b int64) int {
@@ -256,10 +360,10 @@ func cmpInt(a, b int64) int {
 // checkTxn validates a request before anything is read or written.
 func checkTxn(req *TxnRequest) error {
 	for i, c := range req.Compare {
-		if err := checkKey(c.Key); err != nil {
+		if _, err := checkRange(c.Key, c.End); err != nil {
 			return fmt.Errorf("compare %d: %w", i, err)
 		}
-		if c.Target < CompareValue || c.Target > CompareModRevision {
+		if c.Target < CompareValue || c.Target > CompareLease {
 			return fmt.Errorf("%w: compare %d: target %d", ErrInvalidTxn, i, c.Target)
 		}
 		if c.Result < Equal || c.Result > Greater {
@@ -288,6 +392,12 @@ func checkOps(ops []Op) error {
 			}
 			if err := checkValue(op.Value); err != nil {
 				return fmt.Errorf("op %d: %w", i, err)
+			}
+			if op.IgnoreValue && len(op.Value) != 0 {
+				return fmt.Errorf("op %d: %w: IgnoreValue with a %d-byte value", i, ErrValueProvided, len(op.Value))
+			}
+			if op.IgnoreLease && op.Lease != 0 {
+				return fmt.Errorf("op %d: %w: IgnoreLease with lease %d", i, ErrLeaseProvided, op.Lease)
 			}
 			puts = append(puts, op.Key)
 		case OpDelete, OpRange:

@@ -60,9 +60,10 @@ type wevent struct {
 // Watch returns a Watcher of key (end nil), of [key, end), or of every key
 // from key on (end "\x00"). It delivers every event from revision fromRev
 // on: those already in the past are read from storage, then live ones.
-// fromRev 0 means the next revision. fromRev at or below the compacted
-// revision fails with ErrCompacted: the events of that revision may be
-// partly gone (etcd accepts it and may silently miss a deletion).
+// fromRev 0 means the next revision. As in etcd, fromRev may be the
+// compacted revision itself (its events, deletions included, are kept);
+// below it Watch fails with ErrCompacted (see CompactRev for etcd's
+// compact_revision).
 //
 // The watcher stops when ctx is done (Err: ctx.Err()), on Close (Err:
 // context.Canceled), when the store closes (ErrClosed) or when compaction
@@ -90,7 +91,7 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 	if fromRev <= 0 {
 		fromRev = s.notified + 1
 	}
-	if fromRev <= compacted {
+	if fromRev < compacted {
 		return nil, fmt.Errorf("%w: watch from %d, compacted at %d", ErrCompacted, fromRev, compacted)
 	}
 	w.next = fromRev
@@ -130,7 +131,7 @@ func (w *Watcher) stop(err error) {
 }
 
 // notify hands the writes of revision rev to the synced watchers. The
-// caller holds writeMu, so revisions arrive in order.
+// caller holds pubMu and publishes in order, so revisions arrive in order.
 func (s *Store) notify(rev int64, writes []write) {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
@@ -280,7 +281,7 @@ func (s *Store) history(w *Watcher, next int64) (evs []wevent, upTo int64, err e
 		s.mu.RUnlock()
 		return nil, 0, ErrClosed
 	}
-	if next <= s.compactRev {
+	if next < s.compactRev {
 		s.mu.RUnlock()
 		return nil, 0, fmt.Errorf("%w: watcher at %d, compacted at %d", ErrCompacted, next, s.compactRev)
 	}

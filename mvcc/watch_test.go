@@ -153,18 +153,19 @@ func TestWatchCompacted(t *testing.T) {
 	if err := s.Compact(10); err != nil {
 		t.Fatal(err)
 	}
-	for _, from := range []int64{1, 9, 10} {
+	for _, from := range []int64{1, 9} {
 		if _, err := s.Watch(context.Background(), []byte("k"), nil, from); !errors.Is(err, ErrCompacted) {
 			t.Fatalf("Watch from %d after Compact(10): %v, want ErrCompacted", from, err)
 		}
 	}
-	w, err := s.Watch(context.Background(), []byte("k"), nil, 11)
+	// From the compacted revision itself: accepted, as in etcd.
+	w, err := s.Watch(context.Background(), []byte("k"), nil, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := collect(t, w, 10)
-	if got[0].KV.ModRevision != 11 || got[9].KV.ModRevision != 20 {
-		t.Fatalf("events from 11: %s", fmtEvents(got))
+	got := collect(t, w, 12)
+	if got[0].KV.ModRevision != 10 || got[11].KV.ModRevision != 21 {
+		t.Fatalf("events from 10: %s", fmtEvents(got))
 	}
 	w.Close()
 
@@ -225,7 +226,7 @@ func TestWatchSlowReaderDoesNotBlockWriters(t *testing.T) {
 	}
 	got := collect(t, w, 2000)
 	for i, e := range got {
-		if e.KV.ModRevision != int64(i+1) {
+		if e.KV.ModRevision != int64(i+2) {
 			t.Fatalf("event %d has revision %d", i, e.KV.ModRevision)
 		}
 	}

@@ -2,7 +2,9 @@ package keyindex
 
 // Compact drops the history at or below atRev, as etcd's keyIndex.compact
 // does: for each key, every version before its latest one at or below
-// atRev, and that one too if it is a tombstone. So a read at atRev or later
+// atRev, and that one too if it is a tombstone below atRev. A tombstone at
+// exactly atRev stays (as in etcd 3.7), so a watch from atRev still sees
+// that deletion; the next compaction drops it. So a read at atRev or later
 // sees the same as before, and a read below atRev is no longer possible.
 // Keys left without history are removed. A key whose kept version
 // continues a generation gets a list header, so create_revision and
@@ -34,13 +36,14 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			}
 			k, end, ke = i, it.i, e
 		}
-		if k < 0 || k == 0 && !ke.tomb {
+		dropKept := ke.tomb && ke.rev.Main < atRev
+		if k < 0 || k == 0 && !dropKept {
 			return true // nothing at or below atRev, or only the kept version
 		}
 		// Report the dropped entries.
 		if dropped != nil {
 			it := newListIter(b)
-			for i := 0; i < k || i == k && ke.tomb; i++ {
+			for i := 0; i < k || i == k && dropKept; i++ {
 				e, _ := it.next()
 				dropped(e.rev)
 			}
@@ -50,7 +53,12 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 		}
 		oldCap := ix.listCapOf(id)
 		var nb []byte
-		if ke.tomb {
+		switch {
+		case ke.tomb && !dropKept:
+			// Keep the tombstone at atRev as the list's first entry.
+			nb = appendEntry(nil, 0, ke.rev, true)
+			nb = append(nb, b[end:]...)
+		case ke.tomb:
 			// Drop through the tombstone; the next entry starts a new
 			// generation and becomes absolute.
 			if end == len(b) {
@@ -62,7 +70,7 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			e, _ := it.next()
 			nb = appendEntry(nil, 0, e.rev, e.tomb)
 			nb = append(nb, b[end+it.i:]...)
-		} else {
+		default:
 			if ke.version > 1 {
 				nb = appendHeader(nb, ke.create, ke.version-1)
 			}

@@ -277,7 +277,9 @@ func TestArenaGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ix.Compact(rev, true, nil)
+	// One past the last tombstone: a tombstone at exactly the compaction
+	// revision stays (TestCompactKeepsTombstoneAtRev).
+	ix.Compact(rev+1, true, nil)
 	if got := ix.Len(); got != n/2 {
 		t.Fatalf("Len = %d after compaction, want %d", got, n/2)
 	}
@@ -297,5 +299,43 @@ func TestArenaGC(t *testing.T) {
 		if _, ok := ix.Get(key(i), rev); !ok {
 			t.Fatalf("key %d missing", i)
 		}
+	}
+}
+
+// TestCompactKeepsTombstoneAtRev: as in etcd 3.7, a compaction at the
+// revision of a deletion keeps that tombstone (a watch from the compaction
+// revision delivers it); the next compaction drops it and the key.
+func TestCompactKeepsTombstoneAtRev(t *testing.T) {
+	ix := New()
+	k := []byte("a")
+	if err := ix.Put(k, Revision{Main: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Tombstone(k, Revision{Main: 3}); err != nil {
+		t.Fatal(err)
+	}
+	history := func() (out []string) {
+		ix.History(k, func(r Revision, tomb bool) { out = append(out, fmt.Sprintf("%d/%v", r.Main, tomb)) })
+		return out
+	}
+	var dropped []Revision
+	ix.Compact(3, true, func(r Revision) { dropped = append(dropped, r) })
+	if got := fmt.Sprint(history(), dropped); got != "[3/true] [{2 0}]" {
+		t.Fatalf("after Compact(3): history, dropped = %s", got)
+	}
+	if _, ok := ix.Get(k, 3); ok {
+		t.Fatal("deleted key live at 3")
+	}
+	ix.Compact(3, true, func(r Revision) { t.Fatalf("second Compact(3) dropped %v", r) })
+	if err := ix.Put(k, Revision{Main: 5}); err != nil {
+		t.Fatal(err)
+	}
+	dropped = nil
+	ix.Compact(4, true, func(r Revision) { dropped = append(dropped, r) })
+	if got := fmt.Sprint(history(), dropped); got != "[5/false] [{3 0}]" {
+		t.Fatalf("after Compact(4): history, dropped = %s", got)
+	}
+	if kr, ok := ix.Get(k, 5); !ok || kr.Create != 5 || kr.Version != 1 {
+		t.Fatalf("Get(a, 5) = %+v %v", kr, ok)
 	}
 }

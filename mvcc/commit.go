@@ -1,0 +1,297 @@
+package mvcc
+
+import (
+	"fmt"
+
+	"github.com/stratadb/strata/mvcc/keyindex"
+)
+
+// The write path, with group commit:
+//
+//  1. Under writeMu a writer reads the latest state (including writes not
+//     yet durable), assigns the next revision (and log index), updates
+//     the index and lease sets, commits its batch to the engine with
+//     CommitNoSyncWait and appends a pending entry to the queue.
+//  2. It releases writeMu and waits for the WAL sync. Writers that
+//     arrived meanwhile have done step 1 and share the next sync.
+//  3. When its sync returns it marks its entry synced and publishes the
+//     queue's synced prefix in revision order: the current revision
+//     (and applied index) readers see advances, watchers get the events.
+//  4. It returns once its own entry is published.
+//
+// So a write is acknowledged only when durable, readers and watchers
+// never see a revision before it is durable, and they see revisions in
+// order. Readers never see the index entries above the published
+// revision: every read is at a revision <= rev.
+
+// pending is a batch committed to the engine and not yet published.
+type pending struct {
+	// rev is the revision it makes, 0 if none; index its log index, 0 if
+	// none; writes its changes, for the watchers.
+	rev    int64
+	index  uint64
+	writes []write
+	// synced is set when its WAL sync returned, with err. Guarded by
+	// pubMu.
+	synced bool
+	err    error
+	// done is closed when it is published (or failed: err is set).
+	done chan struct{}
+}
+
+// writeTxn is one write under writeMu: its changes so far.
+type writeTxn struct {
+	s     *Store
+	index uint64
+	// begin is the revision before the write (the last assigned).
+	begin  int64
+	writes []write
+	// own maps the revisions of writes to their position, for reads of
+	// the txn's own records (not in the engine before the commit).
+	own       map[keyindex.Revision]int
+	leasePuts [][2]int64 // id, ttl
+	leaseDels []int64
+}
+
+// beginWrite starts a write; the caller holds writeMu and, on error,
+// releases it.
+func (s *Store) beginWrite(index uint64) (*writeTxn, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		return nil, err
+	}
+	if index != 0 && index <= s.lastIndex {
+		return nil, fmt.Errorf("%w: index %d, last applied %d", ErrAlreadyApplied, index, s.lastIndex)
+	}
+	return &writeTxn{s: s, index: index, begin: s.lastRev}, nil
+}
+
+// rev is the revision the txn's reads see: its own once it has written.
+func (t *writeTxn) rev() int64 {
+	if len(t.writes) > 0 {
+		return t.begin + 1
+	}
+	return t.begin
+}
+
+// add applies a write to the index and the lease sets.
+func (t *writeTxn) add(w write) error {
+	s := t.s
+	w.rev = keyindex.Revision{Main: t.begin + 1, Sub: int64(len(t.writes))}
+	var err error
+	s.mu.Lock()
+	if w.tomb {
+		_, err = s.ix.Tombstone(w.key, w.rev)
+	} else {
+		err = s.ix.Put(w.key, w.rev)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		// A broken invariant: the index disagrees with the writer.
+		return fmt.Errorf("mvcc: index update at revision %d: %w", w.rev.Main, err)
+	}
+	if t.own == nil {
+		t.own = map[keyindex.Revision]int{}
+	}
+	t.own[w.rev] = len(t.writes)
+	t.writes = append(t.writes, w)
+	s.setKeyLease(w.key, w.lease)
+	return nil
+}
+
+// fetch reads the record of revision r: the txn's own, or the engine's.
+func (t *writeTxn) fetch(r keyindex.Revision) (record, error) {
+	if i, ok := t.own[r]; ok {
+		return t.writes[i].record(), nil
+	}
+	return t.s.fetch(r)
+}
+
+// fetch reads the record of revision r from the engine.
+func (s *Store) fetch(r keyindex.Revision) (record, error) {
+	v, err := s.db.Get(revKey(r))
+	if err != nil {
+		return record{}, s.readError(r, err)
+	}
+	return decodeRecord(v)
+}
+
+// abort ends a write that failed after it changed the index: the store
+// fails (reopen it), since memory no longer matches storage. It releases
+// writeMu.
+func (t *writeTxn) abort(err error) error {
+	err = t.s.fail(fmt.Errorf("mvcc: store failed, reopen it: write of revision %d: %w", t.begin+1, err))
+	t.s.writeMu.Unlock()
+	return err
+}
+
+// finish commits the txn, releases writeMu, waits until the batch is
+// durable and published, and returns resp with its revision. A txn with
+// nothing to write waits until every write it may have read is published.
+func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
+	s := t.s
+	resp.Rev = t.rev()
+	if len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 {
+		p := s.tail()
+		s.writeMu.Unlock()
+		if p != nil {
+			<-p.done
+			if p.err != nil {
+				return TxnResponse{}, p.err
+			}
+		}
+		return resp, nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var key, val []byte
+	for i := range t.writes {
+		r := t.writes[i].record()
+		key = appendRevKey(key[:0], t.writes[i].rev)
+		val = appendRecord(val[:0], &r)
+		if err := b.Put(key, val); err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+	}
+	p := &pending{index: t.index, writes: t.writes, done: make(chan struct{})}
+	if len(t.writes) > 0 {
+		p.rev = t.begin + 1
+		if err := b.Put(metaRev, encodeInt64(p.rev)); err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+	}
+	for _, l := range t.leasePuts {
+		if err := b.Put(leaseKey(l[0]), encodeInt64(l[1])); err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+	}
+	for _, id := range t.leaseDels {
+		if err := b.Delete(leaseKey(id)); err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+	}
+	if t.index != 0 {
+		if err := b.Put(metaApplied, encodeInt64(int64(t.index))); err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+	}
+	if err := b.CommitNoSyncWait(); err != nil {
+		return TxnResponse{}, t.abort(err)
+	}
+	if p.rev != 0 {
+		s.lastRev = p.rev
+	}
+	if p.index != 0 {
+		s.lastIndex = p.index
+	}
+	s.pubMu.Lock()
+	s.queue = append(s.queue, p)
+	s.pubMu.Unlock()
+	s.writeMu.Unlock()
+
+	err := b.SyncWait()
+	s.pubMu.Lock()
+	p.synced, p.err = true, err
+	s.publishLocked()
+	s.pubMu.Unlock()
+	<-p.done
+	if p.err != nil {
+		return TxnResponse{}, p.err
+	}
+	return resp, nil
+}
+
+// publishLocked publishes the synced prefix of the queue, in order. The
+// caller holds pubMu.
+func (s *Store) publishLocked() {
+	for len(s.queue) > 0 && s.queue[0].synced {
+		p := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		switch {
+		case p.err != nil:
+			p.err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: WAL sync of revision %d: %w", p.rev, p.err))
+			if s.pubFailed == nil {
+				s.pubFailed = p.err
+			}
+		case s.pubFailed != nil:
+			// It was written on top of a batch whose sync failed.
+			p.err = s.pubFailed
+		default:
+			s.mu.Lock()
+			if p.rev != 0 {
+				s.rev = p.rev
+			}
+			if p.index != 0 {
+				s.applied = p.index
+			}
+			s.mu.Unlock()
+			if p.rev != 0 {
+				s.notify(p.rev, p.writes)
+			}
+		}
+		p.writes = nil
+		close(p.done)
+	}
+}
+
+// tail returns the last pending batch, nil if none.
+func (s *Store) tail() *pending {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	if len(s.queue) == 0 {
+		return nil
+	}
+	return s.queue[len(s.queue)-1]
+}
+
+// drainLocked waits until every committed batch is published; the caller
+// holds writeMu, so no new one is queued meanwhile.
+func (s *Store) drainLocked() {
+	if p := s.tail(); p != nil {
+		<-p.done
+	}
+}
+
+// fail records the store's first failure and returns it.
+func (s *Store) fail(err error) error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	return s.failed
+}
+
+// failure returns the store's failure, nil if none.
+func (s *Store) failure() error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return s.failed
+}
+
+// skipOnError returns err, a rejected request, after recording index as
+// applied: a log entry that fails deterministically is applied too.
+func (s *Store) skipOnError(index uint64, err error) error {
+	if index == 0 {
+		return err
+	}
+	if serr := s.skip(index); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// skip records index as applied with no other change.
+func (s *Store) skip(index uint64) error {
+	s.writeMu.Lock()
+	t, err := s.beginWrite(index)
+	if err != nil {
+		s.writeMu.Unlock()
+		return err
+	}
+	_, err = t.finish(TxnResponse{})
+	return err
+}

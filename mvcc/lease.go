@@ -1,0 +1,215 @@
+package mvcc
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// Lease is a granted lease and the keys attached to it, etcd's lease
+// without its clock: mvcc keeps which keys a lease holds and revokes them
+// together, while deciding when a lease expires (and revoking it through
+// the replicated log) is the server's job, so the store stays
+// deterministic.
+type Lease struct {
+	// ID is the lease's ID, never 0.
+	ID int64
+	// TTL is the time to live in seconds it was granted with.
+	TTL int64
+	// Keys are the keys attached to it, in key order.
+	Keys [][]byte
+}
+
+// leaseSet is the in-memory state of the leases: each lease's keys, and
+// each leased key's lease. Keys without a lease take no memory here.
+type leaseSet struct {
+	byID  map[int64]*leaseState
+	byKey map[string]int64
+}
+
+type leaseState struct {
+	ttl  int64
+	keys map[string]struct{}
+}
+
+func newLeaseSet() leaseSet {
+	return leaseSet{byID: map[int64]*leaseState{}, byKey: map[string]int64{}}
+}
+
+// attach records key under lease id; the lease must exist.
+func (ls *leaseSet) attach(key string, id int64) error {
+	l := ls.byID[id]
+	if l == nil {
+		return fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
+	}
+	l.keys[key] = struct{}{}
+	ls.byKey[key] = id
+	return nil
+}
+
+// detach removes key from its lease, if any.
+func (ls *leaseSet) detach(key string) {
+	id, ok := ls.byKey[key]
+	if !ok {
+		return
+	}
+	delete(ls.byKey, key)
+	if l := ls.byID[id]; l != nil {
+		delete(l.keys, key)
+	}
+}
+
+// setKeyLease moves key onto lease id (0: none), as a put does. The
+// caller holds writeMu.
+func (s *Store) setKeyLease(key []byte, id int64) {
+	old, had := s.leases.byKey[string(key)]
+	if had && old == id || !had && id == 0 {
+		return
+	}
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	s.leases.detach(string(key))
+	if id != 0 {
+		// Checked by the caller: the lease exists.
+		_ = s.leases.attach(string(key), id)
+	}
+}
+
+// restoreLeases loads the granted leases (Open).
+func (s *Store) restoreLeases() error {
+	it, err := s.db.NewIter(&engine.IterOptions{LowerBound: []byte{leasePrefix}, UpperBound: []byte{leasePrefix + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		id, ttl, err := decodeLease(it.Key(), it.Value())
+		if err != nil {
+			return fmt.Errorf("mvcc: Open: %w", err)
+		}
+		s.leases.byID[id] = &leaseState{ttl: ttl, keys: map[string]struct{}{}}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("mvcc: Open: scan leases: %w", err)
+	}
+	return nil
+}
+
+// checkLeaseGrant validates a grant's arguments.
+func checkLeaseGrant(id, ttl int64) error {
+	switch {
+	case id == 0:
+		return fmt.Errorf("%w: lease ID 0 means no lease; use any other int64", ErrInvalidLease)
+	case ttl < 0:
+		return fmt.Errorf("%w: TTL = %d: must be >= 0", ErrInvalidLease, ttl)
+	case ttl > MaxLeaseTTL:
+		return fmt.Errorf("%w: TTL = %d: limit %d", ErrLeaseTTLTooLarge, ttl, MaxLeaseTTL)
+	}
+	return nil
+}
+
+// GrantLease creates lease id with ttl seconds, persisted with the store
+// (etcd's LeaseGrant after the server picked the ID and applied its
+// minimum TTL). It makes no revision. Errors: ErrInvalidLease for ID 0 or
+// a negative TTL, ErrLeaseTTLTooLarge, ErrLeaseExists.
+func (s *Store) GrantLease(id, ttl int64) error { return s.grantLease(0, id, ttl) }
+
+func (s *Store) grantLease(index uint64, id, ttl int64) error {
+	if err := checkLeaseGrant(id, ttl); err != nil {
+		return s.skipOnError(index, err)
+	}
+	s.writeMu.Lock()
+	t, err := s.beginWrite(index)
+	if err != nil {
+		s.writeMu.Unlock()
+		return err
+	}
+	if s.leases.byID[id] != nil {
+		_, ferr := t.finish(TxnResponse{})
+		if ferr != nil {
+			return ferr
+		}
+		return fmt.Errorf("%w: %d", ErrLeaseExists, id)
+	}
+	s.leaseMu.Lock()
+	s.leases.byID[id] = &leaseState{ttl: ttl, keys: map[string]struct{}{}}
+	s.leaseMu.Unlock()
+	t.leasePuts = append(t.leasePuts, [2]int64{id, ttl})
+	_, err = t.finish(TxnResponse{})
+	return err
+}
+
+// RevokeLease deletes lease id and every key attached to it, all in one
+// new revision (each key a sub revision, in key order, as etcd does), and
+// returns that revision; with no key attached it makes none and returns
+// the current one. ErrLeaseNotFound if the lease does not exist.
+func (s *Store) RevokeLease(id int64) (rev int64, err error) { return s.revokeLease(0, id) }
+
+func (s *Store) revokeLease(index uint64, id int64) (int64, error) {
+	s.writeMu.Lock()
+	t, err := s.beginWrite(index)
+	if err != nil {
+		s.writeMu.Unlock()
+		return 0, err
+	}
+	l := s.leases.byID[id]
+	if l == nil {
+		if _, err := t.finish(TxnResponse{}); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
+	}
+	keys := make([]string, 0, len(l.keys))
+	for k := range l.keys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, err := t.deleteRange(keyRange{key: []byte(k)}, false); err != nil {
+			return 0, t.abort(err)
+		}
+	}
+	s.leaseMu.Lock()
+	delete(s.leases.byID, id)
+	s.leaseMu.Unlock()
+	t.leaseDels = append(t.leaseDels, id)
+	resp, err := t.finish(TxnResponse{})
+	return resp.Rev, err
+}
+
+// Leases returns every lease with its keys, in ID order. It reflects the
+// writes applied so far, including those still waiting for their WAL
+// sync (at most the group being synced).
+func (s *Store) Leases() []Lease {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	out := make([]Lease, 0, len(s.leases.byID))
+	for id := range s.leases.byID {
+		out = append(out, s.leaseLocked(id))
+	}
+	slices.SortFunc(out, func(a, b Lease) int { return cmpInt(a.ID, b.ID) })
+	return out
+}
+
+// Lease returns lease id with its keys, or ErrLeaseNotFound.
+func (s *Store) Lease(id int64) (Lease, error) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if s.leases.byID[id] == nil {
+		return Lease{}, fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
+	}
+	return s.leaseLocked(id), nil
+}
+
+func (s *Store) leaseLocked(id int64) Lease {
+	l := s.leases.byID[id]
+	out := Lease{ID: id, TTL: l.ttl, Keys: make([][]byte, 0, len(l.keys))}
+	for k := range l.keys {
+		out.Keys = append(out.Keys, []byte(k))
+	}
+	slices.SortFunc(out.Keys, bytes.Compare)
+	return out
+}
