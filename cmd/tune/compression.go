@@ -21,6 +21,8 @@ type compressionOptions struct {
 	dir        string
 	repeat     int
 	baseline   bool
+	minTime    time.Duration
+	plot       string
 	format     report.Format
 
 	parsed []tune.Profile // set by Validate
@@ -34,6 +36,8 @@ func (o *compressionOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dir, "dir", "", "keep the databases in a new directory under `DIR` (default: a temporary directory, removed after)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run each profile `N` times and report the median of each figure")
 	fs.BoolVar(&o.baseline, "baseline", false, "also run each profile on raw Pebble with identical options and add Strata/Pebble ratio columns")
+	fs.DurationVar(&o.minTime, "min-time", tune.DefaultMinTime, "repeat each timed phase (write, read, scan) until it has run `DURATION`")
+	fs.StringVar(&o.plot, "plot", "", "also draw size against write and read MB/s, with the Pareto frontier, as SVG into `FILE`")
 	formatFlag(fs, &o.format, allFormats...)
 }
 
@@ -44,6 +48,10 @@ func (o *compressionOptions) Validate() error {
 	if o.repeat < 1 {
 		errs = append(errs, fmt.Errorf("--repeat %d: must be >= 1", o.repeat))
 	}
+	if o.minTime <= 0 {
+		errs = append(errs, fmt.Errorf("--min-time %s: must be > 0", o.minTime))
+	}
+	errs = append(errs, checkPlotPath(o.plot))
 	p, err := tune.ParseProfiles(o.profiles)
 	errs = append(errs, err)
 	o.parsed = p
@@ -68,6 +76,7 @@ key back and scans. Columns:
   Write              key+value bytes / time of the puts (batches of 100) + final flush
   Read               key+value bytes / time of one Get per key, shuffled, after a
                      reopen (cold block cache, warm OS page cache); values checked
+  Write, Read (MB/CPU-s)  the same bytes / CPU time of the process (all threads)
   Scan               key+value bytes / time of one forward scan after the reads
   Before compaction  table bytes on disk after the flush
   Compact            time of the full compaction
@@ -75,12 +84,16 @@ key back and scans. Columns:
 
 With --baseline, each profile also runs on raw Pebble opened with the same
 options (engine.PebbleOptions), interleaved in this process; the "vs Pebble"
-columns are Strata MB/s / Pebble MB/s. MB = MiB. The table prints only once
-every run succeeded.`,
+columns are Strata MB/s / Pebble MB/s. MB = MiB. Each timed phase repeats its
+work until it has run --min-time (1s), so that a figure is not a few
+milliseconds of a shared machine; the figures are per pass. The table prints
+only once every run succeeded. --plot FILE.svg draws DB size against write and
+read MB/s with the Pareto frontier marked.`,
 		Example: `  tune compression
   tune compression --repeat 3 --baseline --format markdown
   tune compression --profiles none/none,lz4/zstd,minlz/zstd,zstd:1/zstd:6 --config strata.toml
-  tune compression --input entities.jsonl --dir /mnt/nvme/tune --format json`,
+  tune compression --input entities.jsonl --dir /mnt/nvme/tune --format json
+  tune compression --profiles lz4/zstd,lz4/zstd:19 --plot tradeoff.svg`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -112,6 +125,7 @@ func (o *compressionOptions) run(cmd *cobra.Command) error {
 		Repeat:   o.repeat,
 		Baseline: o.baseline,
 		Seed:     o.data.seed,
+		MinTime:  o.minTime,
 		Progress: bar,
 	})
 	if err != nil {
@@ -127,6 +141,12 @@ func (o *compressionOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
+	if o.plot != "" {
+		if err := writePlot(o.plot, res.Plot); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "plot written to %s\n", o.plot)
+	}
 	if res.Dir != "" {
 		fmt.Fprintf(stderr, "databases kept in %s\n", res.Dir)
 	}

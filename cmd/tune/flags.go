@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -123,6 +125,33 @@ func checkFormat(f report.Format, allowed ...report.Format) error {
 		names[i] = a.String()
 	}
 	return fmt.Errorf("--format %s: allowed are %s", f, strings.Join(names, ", "))
+}
+
+// checkPlotPath checks --plot FILE: "" (no plot), or a .svg file in an
+// existing directory.
+func checkPlotPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if !strings.EqualFold(filepath.Ext(path), ".svg") {
+		return fmt.Errorf("--plot %s: the plot is SVG: give a FILE ending in .svg", path)
+	}
+	if info, err := os.Stat(filepath.Dir(path)); err != nil || !info.IsDir() {
+		return fmt.Errorf("--plot %s: the directory %s does not exist", path, filepath.Dir(path))
+	}
+	return nil
+}
+
+// writePlot writes the SVG that draw renders into path.
+func writePlot(path string, draw func(io.Writer) error) error {
+	var b bytes.Buffer
+	if err := draw(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	return nil
 }
 
 // allFormats are the formats of report.Table.

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +45,8 @@ func TestHelpListsCommandsWithExamples(t *testing.T) {
 
 func TestCompressionCommand(t *testing.T) {
 	dir := t.TempDir()
-	out, stderr, err := run(t, "compression", "--entities", "200", "--size", "512", "--profiles", "none/none,zstd/zstd", "--format", "csv", "--dir", dir)
+	plot := filepath.Join(t.TempDir(), "tradeoff.svg")
+	out, stderr, err := run(t, "compression", "--entities", "200", "--size", "512", "--profiles", "none/none,zstd/zstd", "--format", "csv", "--dir", dir, "--min-time", "1ns", "--plot", plot)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -51,8 +54,46 @@ func TestCompressionCommand(t *testing.T) {
 	if err != nil || len(records) != 3 || records[1][0] != "none / none" || records[2][0] != "zstd / zstd" {
 		t.Fatalf("CSV %q: %v", records, err)
 	}
+	if !slices.Contains(records[0], "write_mb_per_cpu_s") || !slices.Contains(records[0], "read_mb_per_cpu_s") {
+		t.Errorf("CSV header %q lacks the MB per CPU-second columns", records[0])
+	}
+	if svg, err := os.ReadFile(plot); err != nil || !bytes.Contains(svg, []byte("<svg")) || !strings.Contains(stderr, "plot written to "+plot) {
+		t.Errorf("--plot: %v, stderr %s", err, stderr)
+	}
 	if !strings.Contains(stderr, "databases kept in "+dir) {
 		t.Errorf("stderr: %s", stderr)
+	}
+}
+
+func TestRecommendCommand(t *testing.T) {
+	dir := t.TempDir()
+	plot, toml := filepath.Join(dir, "tradeoff.svg"), filepath.Join(dir, "strata.toml")
+	out, stderr, err := run(t, "recommend", "--entities", "120", "--size", "512", "--sample", "100", "--min-time", "1ns",
+		"--goal", "size", "--max-write-loss", "0.5", "--max-read-loss", "0.5", "--format", "json", "--out", toml, "--plot", plot)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) < 20 {
+		t.Fatalf("JSON %d rows: %v\n%s", len(rows), err, out)
+	}
+	chosen := 0
+	for _, r := range rows {
+		if r["chosen"] == "<- size" {
+			chosen++
+			if r["within_bounds"] != "yes" || r["write_vs_base"].(float64) < 0.5 || r["read_vs_base"].(float64) < 0.5 {
+				t.Errorf("chosen row outside --max-write-loss/--max-read-loss 0.5: %v", r)
+			}
+		}
+	}
+	if chosen != 1 {
+		t.Errorf("%d rows chosen", chosen)
+	}
+	if _, err := config.Load(toml); err != nil {
+		t.Errorf("--out: %v", err)
+	}
+	if svg, err := os.ReadFile(plot); err != nil || !bytes.Contains(svg, []byte("chosen: ")) {
+		t.Errorf("--plot: %v", err)
 	}
 }
 
@@ -79,6 +120,12 @@ func TestCompressionCommandErrors(t *testing.T) {
 		{[]string{"codecs", "--codecs", "lz4,brotli"}, `unknown raw codec "brotli"`},
 		{[]string{"recommend", "--format", "json"}, "give --out FILE"},
 		{[]string{"recommend", "--goal", "cheap"}, "--goal"},
+		{[]string{"recommend", "--max-read-loss", "1.5"}, "--max-read-loss 1.5: must be from 0 to 1"},
+		{[]string{"recommend", "--max-size-growth", "-1"}, "--max-size-growth -1"},
+		{[]string{"recommend", "--min-time", "0s"}, "--min-time 0s: must be > 0"},
+		{[]string{"recommend", "--plot", "tradeoff.png"}, "--plot tradeoff.png: the plot is SVG"},
+		{[]string{"compression", "--plot", filepath.Join(file, "x.svg")}, "does not exist"},
+		{[]string{"compression", "--min-time", "-1s"}, "--min-time -1s: must be > 0"},
 		{[]string{"doctor"}, "need --config FILE or --db DIR"},
 		{[]string{"doctor", "--db", t.TempDir()}, "not a Strata database"},
 		{[]string{"doctor", "--db", t.TempDir(), "--format", "csv"}, "--format csv: allowed are table, markdown, json"},
