@@ -28,6 +28,11 @@ type Result struct {
 	// P90 is the 90th percentile of the latency of the successful
 	// requests.
 	P90 time.Duration `json:"p90_ns"`
+	// LoadCPUSeconds is the CPU time (user + system) the load tool used:
+	// hey's process, or this process for the v3 generator. On a machine
+	// shared by the load tool and the server it bounds what any server
+	// could reach: QPS <= cores / (load + server CPU per request).
+	LoadCPUSeconds float64 `json:"load_cpu_seconds"`
 }
 
 // HeyRun is one run of the HTTP load tool hey against one URL.
@@ -94,10 +99,11 @@ func (h HeyRun) Run(ctx context.Context) (Result, error) {
 		ok += s.Statuses[201]
 	}
 	r := Result{
-		Requests: ok,
-		Errors:   s.Total() - ok,
-		Seconds:  s.Seconds,
-		P90:      s.P90,
+		Requests:       ok,
+		Errors:         s.Total() - ok,
+		Seconds:        s.Seconds,
+		P90:            s.P90,
+		LoadCPUSeconds: (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(),
 	}
 	if r.Seconds > 0 {
 		r.QPS = float64(r.Requests) / r.Seconds

@@ -99,12 +99,12 @@ func TestQPSTable(t *testing.T) {
 	res := &QPSResult{Options: o, Rows: o.rows(), Names: map[Kind]string{KindStrata: "Strata", KindEtcd34: "etcd 3.4.23"}}
 	for p, q := range []float64{300, 100, 200} {
 		res.Samples = append(res.Samples,
-			QPSSample{Pass: p, Row: row, Kind: KindStrata, Result: Result{QPS: q, P90: 2 * time.Millisecond}, Requests: 1000, CPUSeconds: 1},
-			QPSSample{Pass: p, Row: row, Kind: KindEtcd34, Result: Result{QPS: q / 4, P90: 4 * time.Millisecond, Errors: 1}, Requests: 1000, CPUSeconds: 2})
+			QPSSample{Pass: p, Row: row, Kind: KindStrata, Result: Result{QPS: q, P90: 2 * time.Millisecond, LoadCPUSeconds: 0.5}, Requests: 1000, CPUSeconds: 1},
+			QPSSample{Pass: p, Row: row, Kind: KindEtcd34, Result: Result{QPS: q / 4, P90: 4 * time.Millisecond, Errors: 1, LoadCPUSeconds: 1.5}, Requests: 1000, CPUSeconds: 2})
 	}
 	tab := res.Table()
 	got := tab.Rows[0]
-	want := []any{"v2", "read", 64, 64, 200.0, "etcd 3.4.23", 50.0, 4.0, 2.0, 4.0, 0.5, 1.0, 2.0, "met", 10125.0, 9.1, 3}
+	want := []any{"v2", "read", 64, 64, 200.0, "etcd 3.4.23", 50.0, 4.0, 2.0, 4.0, 0.5, 1.0, 2.0, 1.0, "met", 10125.0, 9.1, 3}
 	if len(got) != len(want) {
 		t.Fatalf("row %v", got)
 	}

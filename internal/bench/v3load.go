@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,7 @@ func (l V3Load) Run(ctx context.Context) (Result, error) {
 		mu     sync.Mutex
 		lastOK time.Time
 	)
+	cpu0, cpuErr := ProcCPU(os.Getpid())
 	start := time.Now()
 	for w := range l.Clients {
 		kv := conns[w%len(conns)].KV
@@ -129,6 +131,9 @@ func (l V3Load) Run(ctx context.Context) (Result, error) {
 	wg.Wait()
 	sent := min(int(next.Load()), l.Total)
 	r := Result{Errors: int(errs.Load())}
+	if cpu1, err := ProcCPU(os.Getpid()); err == nil && cpuErr == nil {
+		r.LoadCPUSeconds = cpu1 - cpu0
+	}
 	r.Requests = sent - r.Errors
 	if !lastOK.IsZero() {
 		r.Seconds = lastOK.Sub(start).Seconds()
