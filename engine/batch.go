@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -11,6 +13,21 @@ type Batch struct {
 	b  *pebble.Batch
 	// syncPending is set by CommitNoSyncWait until SyncWait.
 	syncPending bool
+	// lo and hi bound the keys the batch writes (hi is a range deletion's
+	// exclusive end when that is largest), for the write guard.
+	lo, hi []byte
+	keyed  bool
+}
+
+// cover widens the batch's key bounds to [lo, hi].
+func (b *Batch) cover(lo, hi []byte) {
+	if !b.keyed || bytes.Compare(lo, b.lo) < 0 {
+		b.lo = append(b.lo[:0], lo...)
+	}
+	if !b.keyed || bytes.Compare(hi, b.hi) > 0 {
+		b.hi = append(b.hi[:0], hi...)
+	}
+	b.keyed = true
 }
 
 // NewBatch returns an empty batch.
@@ -19,16 +36,23 @@ func (db *DB) NewBatch() *Batch {
 }
 
 // Put adds key=value to the batch.
-func (b *Batch) Put(key, value []byte) error { return b.b.Set(key, value, nil) }
+func (b *Batch) Put(key, value []byte) error {
+	b.cover(key, key)
+	return b.b.Set(key, value, nil)
+}
 
 // Delete adds a deletion of key to the batch.
-func (b *Batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
+func (b *Batch) Delete(key []byte) error {
+	b.cover(key, key)
+	return b.b.Delete(key, nil)
+}
 
 // DeleteRange adds a deletion of every key in [start, end) to the batch.
 func (b *Batch) DeleteRange(start, end []byte) error {
 	if err := checkRange(start, end); err != nil {
 		return err
 	}
+	b.cover(start, end)
 	return b.b.DeleteRange(start, end, nil)
 }
 
@@ -45,11 +69,11 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // sync = true it returns only once the batch is durable. The batch may not be
 // used afterwards except for Close.
 func (b *Batch) Commit() error {
-	if err := b.db.check(); err != nil {
+	ticket, err := b.db.enterWrite(b.lo, b.hi)
+	if err != nil {
 		return err
 	}
-	b.db.writeMu.RLock()
-	defer b.db.writeMu.RUnlock()
+	defer b.db.guard.leave(ticket)
 	return b.b.Commit(b.db.wo)
 }
 
@@ -60,11 +84,13 @@ func (b *Batch) Commit() error {
 // sync in turn while holding the caller's locks. With sync = false it is
 // Commit and SyncWait returns at once.
 func (b *Batch) CommitNoSyncWait() error {
-	if err := b.db.check(); err != nil {
+	ticket, err := b.db.enterWrite(b.lo, b.hi)
+	if err != nil {
 		return err
 	}
-	b.db.writeMu.RLock()
-	defer b.db.writeMu.RUnlock()
+	// Leaving the guard once the batch is applied (visible, sequenced) is
+	// enough: the WAL sync does not change what a rewrite reads.
+	defer b.db.guard.leave(ticket)
 	if !b.db.wo.Sync {
 		return b.b.Commit(b.db.wo)
 	}

@@ -17,9 +17,10 @@ import (
 // checkpoint carries the WAL (flushed first), so it holds every write
 // acknowledged before the call; open it with db_path = dir and no wal_dir.
 func (db *DB) Checkpoint(dir string) error {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return err
 	}
+	defer db.leaveOp()
 	if err := db.fs.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
 		return fmt.Errorf("engine: checkpoint %q: %w", dir, err)
 	}

@@ -13,95 +13,190 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// ErrSnapshotsOpen is returned by Compact and CompactAll when tables still
-// carry another level's codec because snapshots were open: rewriting them
-// would hide versions the snapshots read. The compaction itself has run.
-var ErrSnapshotsOpen = errors.New("engine: snapshots are open")
+// ErrCodecsRemain is returned by Compact and CompactAll when, after their
+// passes, tables that existed when they began still carry another level's
+// codec. The compaction itself has run; the error says how many tables.
+var ErrCodecsRemain = errors.New("engine: tables still carry another level's codec")
 
 // maxRewritePasses bounds how often Compact re-checks codecs after a
-// rewrite; one pass normally suffices, a second catches a table that an
-// ingestion placed on another level than expected.
+// rewrite; one pass normally suffices, a second catches a table that a
+// background compaction moved while the first ran.
 const maxRewritePasses = 3
 
+// rewriteChunkBytes is how much data (keys plus values, uncompressed) one
+// ingestion of a rewrite replaces. A chunk is also the most a writer can
+// wait for: when optimistic attempts keep finding writes in a chunk, the
+// chunk is rewritten under a gate on its span, which lasts about the time
+// to read, compress and ingest this many bytes (a few milliseconds).
+const rewriteChunkBytes = 1 << 20
+
+// optimisticAttempts is how often a chunk is rewritten without a gate
+// before the rewrite gates the chunk's span (see writeGuard).
+const optimisticAttempts = 2
+
 // rewritePrefix starts the names of the temporary tables a rewrite writes
-// into db_path before ingesting them; Open removes leftovers.
+// before ingesting them; Open removes leftovers in db_path.
 const rewritePrefix = "strata-rewrite-"
 
-// CompactAll compacts the whole key space down to the bottom of the LSM and
-// then rewrites every table whose codec is not its level's, so after it the
-// bottommost level carries compression_bottommost, as RocksDB's manual
-// CompactRange with bottommost_level_compaction = kForce does.
+// CompactAll compacts the whole LSM down to its bottom and then rewrites
+// every table whose codec is not its level's, so after it the bottommost
+// level carries compression_bottommost, as RocksDB's manual CompactRange
+// with bottommost_level_compaction = kForce does. Last, with db_paths, it
+// lets the tiering mover settle every table into its level's path.
+//
+// The range is the span of the tables themselves (after a flush), not of
+// the live keys, so deleted data anywhere, a database whose keys are all
+// deleted included, is compacted away and its space reclaimed.
 //
 // Pebble turns a compaction of a lone table into a move that keeps the
-// table's old codec (an L0 table flushed with lz4 lands in L6 still lz4).
-// Such tables are rewritten: their key span is read through an iterator,
-// written into a new table with the level's writer options and ingested with
-// an excise of the span, all while writes are held back, so no write can
-// land in the span between the read and the ingestion. Reads go on.
+// table's codec (an L0 table flushed with lz4 lands in L6 still lz4). Such
+// tables are rewritten chunk by chunk (rewriteChunkBytes): a chunk's span is
+// read through an iterator, written into a new table with the level's
+// writer options and ingested with an excise of the span. Writers are not
+// held back: a write guard records writes into the span under rewrite, a
+// chunk is ingested only if none touched it (under a gate that lasts the
+// ingestion), and after optimisticAttempts dirty attempts the chunk alone
+// is gated while it is rewritten. Reads, snapshots and writes elsewhere go
+// on. If tables that existed when CompactAll began still carry another
+// level's codec after maxRewritePasses, it returns ErrCodecsRemain.
 func (db *DB) CompactAll() error {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return err
 	}
-	first, last, ok, err := db.keySpan()
-	if err != nil || !ok {
+	defer db.leaveOp()
+	if err := db.writable("CompactAll"); err != nil {
 		return err
 	}
-	return db.compact(first, append(last, 0))
+	ctx := db.ctx
+	db.rewriteMu.Lock()
+	defer db.rewriteMu.Unlock()
+	if err := db.pdb.Flush(); err != nil {
+		return fmt.Errorf("engine: compact: %w", err)
+	}
+	start, end, ok, err := db.tableBounds()
+	if err != nil {
+		return fmt.Errorf("engine: compact: %w", err)
+	}
+	if ok {
+		if err := db.compact(ctx, start, end); err != nil {
+			return err
+		}
+	}
+	if err := db.settleLayout(ctx); err != nil {
+		return fmt.Errorf("engine: compact: settle the tiered layout: %w", err)
+	}
+	return nil
 }
 
 // Compact compacts the keys in [start, end) and rewrites the tables in that
 // span whose codec is not their level's (see CompactAll).
 func (db *DB) Compact(start, end []byte) error {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
+		return err
+	}
+	defer db.leaveOp()
+	if err := db.writable("Compact"); err != nil {
 		return err
 	}
 	if err := checkRange(start, end); err != nil {
 		return err
 	}
-	return db.compact(start, end)
+	db.rewriteMu.Lock()
+	defer db.rewriteMu.Unlock()
+	return db.compact(db.ctx, start, end)
 }
 
-func (db *DB) compact(start, end []byte) error {
-	ctx := context.Background()
+func (db *DB) compact(ctx context.Context, start, end []byte) error {
 	if err := db.pdb.Compact(ctx, start, end, true); err != nil {
 		return fmt.Errorf("engine: compact: %w", err)
 	}
+	// Tables written from here on hold writes that raced the compaction;
+	// they are the background compactions' business, not this call's.
+	cutoff, err := db.maxBackingNum()
+	if err != nil {
+		return fmt.Errorf("engine: compact: %w", err)
+	}
+	if db.testBeforeRewrite != nil {
+		db.testBeforeRewrite()
+	}
 	for range maxRewritePasses {
-		n, err := db.rewriteMismatched(ctx, start, end)
-		if err != nil || n == 0 {
-			return err
+		tables, err := db.mismatched(start, end, cutoff)
+		if err != nil {
+			return fmt.Errorf("engine: compact: %w", err)
 		}
+		if len(tables) == 0 {
+			return nil
+		}
+		for _, t := range tables {
+			if err := db.rewriteTable(ctx, t); err != nil {
+				db.rewrite.fail()
+				return fmt.Errorf("engine: rewrite L%d table %d [%q, %q) from %s to %s: %w",
+					t.level, t.num, t.start, t.end, t.codec, db.codecs[t.level].PebbleProfile().Name, err)
+			}
+			db.rewrite.table(t.size)
+		}
+	}
+	left, err := db.mismatched(start, end, cutoff)
+	if err != nil {
+		return fmt.Errorf("engine: compact: %w", err)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%w: %d table(s) after %d passes, the first L%d table %d (%s)",
+			ErrCodecsRemain, len(left), maxRewritePasses, left[0].level, left[0].num, left[0].codec)
 	}
 	return nil
 }
 
-// keySpan returns the smallest and largest keys in the database.
-func (db *DB) keySpan() (first, last []byte, ok bool, err error) {
-	it, err := db.pdb.NewIter(nil)
+// tableBounds returns the span of every table in the LSM: from the
+// smallest user key of any table to just past the largest, range deletions
+// included. ok is false when there are no tables.
+func (db *DB) tableBounds() (start, end []byte, ok bool, err error) {
+	levels, err := db.pdb.SSTables()
 	if err != nil {
 		return nil, nil, false, err
 	}
-	defer it.Close()
-	if !it.First() {
-		return nil, nil, false, it.Error()
+	for _, tables := range levels {
+		for _, t := range tables {
+			lo, hi := t.Smallest.UserKey, t.Largest.UserKey
+			if !ok || bytes.Compare(lo, start) < 0 {
+				start = bytes.Clone(lo)
+			}
+			if !ok || bytes.Compare(hi, end) >= 0 {
+				end = append(bytes.Clone(hi), 0)
+			}
+			ok = true
+		}
 	}
-	first = bytes.Clone(it.Key())
-	it.Last()
-	last = bytes.Clone(it.Key())
-	return first, last, true, it.Error()
+	return start, end, ok, nil
+}
+
+// maxBackingNum is the largest file number of any table's backing file.
+func (db *DB) maxBackingNum() (uint64, error) {
+	levels, err := db.pdb.SSTables()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, tables := range levels {
+		for _, t := range tables {
+			n = max(n, uint64(t.BackingSSTNum))
+		}
+	}
+	return n, nil
 }
 
 // mismatchedTable is a table whose codec is not the one of its level.
 type mismatchedTable struct {
 	level      int
-	start, end []byte // the excise span: [smallest, largest+"\x00")
+	num        uint64
+	start, end []byte // the table's span: [smallest, largest+"\x00")
 	size       uint64
 	codec      string
 }
 
 // mismatched lists the tables overlapping [start, end) whose codec differs
-// from their level's.
-func (db *DB) mismatched(start, end []byte) ([]mismatchedTable, error) {
+// from their level's and whose backing file is not newer than cutoff.
+func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, error) {
 	levels, err := db.pdb.SSTables(pebble.WithProperties())
 	if err != nil {
 		return nil, err
@@ -110,7 +205,7 @@ func (db *DB) mismatched(start, end []byte) ([]mismatchedTable, error) {
 	for level, tables := range levels {
 		want := db.codecs[level].PebbleProfile().Name
 		for _, t := range tables {
-			if t.Properties == nil || t.Properties.CompressionName == want {
+			if t.Properties == nil || t.Properties.CompressionName == want || uint64(t.BackingSSTNum) > cutoff {
 				continue
 			}
 			lo, hi := t.Smallest.UserKey, t.Largest.UserKey
@@ -119,6 +214,7 @@ func (db *DB) mismatched(start, end []byte) ([]mismatchedTable, error) {
 			}
 			out = append(out, mismatchedTable{
 				level: level,
+				num:   uint64(t.FileNum),
 				start: bytes.Clone(lo),
 				end:   append(bytes.Clone(hi), 0),
 				size:  t.Size,
@@ -129,91 +225,139 @@ func (db *DB) mismatched(start, end []byte) ([]mismatchedTable, error) {
 	return out, nil
 }
 
-// rewriteMismatched rewrites the mismatched tables overlapping [start, end)
-// and returns how many it rewrote.
-func (db *DB) rewriteMismatched(ctx context.Context, start, end []byte) (int, error) {
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	tables, err := db.mismatched(start, end)
-	if err != nil || len(tables) == 0 {
-		return 0, err
-	}
-	if n := db.openSnapshots.Load(); n > 0 {
-		db.rewrite.skip(len(tables))
-		return 0, fmt.Errorf("%w: %d snapshot(s) open: %d table(s) keep a codec other than their level's; close the snapshots and compact again", ErrSnapshotsOpen, n, len(tables))
-	}
-	for _, t := range tables {
-		written, err := db.rewriteSpan(ctx, t)
-		if err != nil {
-			db.rewrite.fail()
-			return 0, fmt.Errorf("engine: rewrite L%d table [%q, %q) from %s to %s: %w",
-				t.level, t.start, t.end, t.codec, db.codecs[t.level].PebbleProfile().Name, err)
+// rewriteTable replaces t's span chunk by chunk with tables written with
+// t's level's options.
+func (db *DB) rewriteTable(ctx context.Context, t mismatchedTable) error {
+	for cursor := t.start; bytes.Compare(cursor, t.end) < 0; {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		db.rewrite.done(t.size, written)
+		next, err := db.rewriteChunk(ctx, t.level, cursor, t.end)
+		if err != nil {
+			return err
+		}
+		cursor = next
 	}
-	return len(tables), nil
+	return nil
 }
 
-// rewriteSpan replaces the contents of t's span by one table written with
-// t's level's options. The caller holds writeMu exclusively.
-func (db *DB) rewriteSpan(ctx context.Context, t mismatchedTable) (uint64, error) {
-	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: t.start, UpperBound: t.end})
+// rewriteChunk rewrites the first chunk of [lo, end) and returns where the
+// chunk ended. See writeGuard for why no write into the chunk is lost.
+func (db *DB) rewriteChunk(ctx context.Context, level int, lo, end []byte) ([]byte, error) {
+	span := db.guard.watch(lo, end)
+	defer db.guard.unwatch(span)
+	hi := end
+	for range optimisticAttempts {
+		c, err := db.writeChunk(level, lo, end, rewriteChunkBytes)
+		if err != nil {
+			return nil, err
+		}
+		hi = c.hi
+		if db.guard.gateIfClean(span, lo, c.hi) {
+			err := db.ingestChunk(ctx, c, lo)
+			db.guard.ungate(span)
+			return c.hi, err
+		}
+		db.removeChunk(c)
+		db.rewrite.retry()
+	}
+	// Writers keep landing in the chunk: gate its span (and only it) while
+	// it is read, written and ingested.
+	db.guard.gate(span, lo, hi)
+	defer db.guard.ungate(span)
+	db.rewrite.gated()
+	c, err := db.writeChunk(level, lo, hi, 0)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	path := db.rewriteTablePath(t.level, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
-	written, n, err := db.writeTable(it, path, t.level)
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
-	defer func() { _ = db.fs.Remove(path) }()
-	if err != nil {
-		return 0, err
-	}
-	span := pebble.KeyRange{Start: t.start, End: t.end}
-	if n == 0 {
-		// Everything in the span is deleted: dropping it is the rewrite.
-		return 0, db.pdb.Excise(ctx, span)
-	}
-	_, err = db.pdb.IngestAndExcise(ctx, []string{path}, nil, nil, span)
-	return written, err
+	return hi, db.ingestChunk(ctx, c, lo)
 }
 
-// writeTable writes the iterator's pairs into a new table at path with the
-// writer options of level and returns its size and key count.
-func (db *DB) writeTable(it *pebble.Iterator, path string, level int) (size uint64, keys int, err error) {
-	f, err := db.fs.Create(path, vfs.WriteCategoryUnspecified)
+// chunk is a table written by writeChunk, holding the pairs of [lo, hi).
+type chunk struct {
+	path string
+	hi   []byte
+	keys int
+}
+
+// writeChunk writes the pairs of [lo, end), or of its prefix holding about
+// limit bytes when limit > 0, into a new table with the writer options of
+// level. The chunk ends at hi: end, or the first key not written.
+func (db *DB) writeChunk(level int, lo, end []byte, limit int) (c chunk, err error) {
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: end})
 	if err != nil {
-		return 0, 0, err
+		return c, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			db.removeChunk(c)
+		}
+	}()
+	c.path = db.rewriteTablePath(level, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
+	c.hi = end
+	f, err := db.fs.Create(c.path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return c, err
 	}
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
+	bytesIn := 0
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := w.Set(it.Key(), it.Value()); err != nil {
-			_ = w.Close()
-			return 0, 0, err
+		if limit > 0 && bytesIn >= limit {
+			c.hi = bytes.Clone(it.Key())
+			break
 		}
-		keys++
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			_ = w.Close()
+			return c, verr
+		}
+		if err := w.Set(it.Key(), v); err != nil {
+			_ = w.Close()
+			return c, err
+		}
+		bytesIn += len(it.Key()) + len(v)
+		c.keys++
 	}
 	if err := it.Error(); err != nil {
 		_ = w.Close()
-		return 0, 0, err
+		return c, err
 	}
-	if err := w.Close(); err != nil {
-		return 0, 0, err
+	return c, w.Close()
+}
+
+func (db *DB) removeChunk(c chunk) {
+	if c.path != "" {
+		_ = db.fs.Remove(c.path)
 	}
-	st, err := db.fs.Stat(path)
+}
+
+// ingestChunk replaces [lo, c.hi) by c's table; an empty chunk means
+// everything there is deleted, and dropping it is the rewrite.
+func (db *DB) ingestChunk(ctx context.Context, c chunk, lo []byte) error {
+	defer db.removeChunk(c)
+	span := pebble.KeyRange{Start: lo, End: c.hi}
+	if c.keys == 0 {
+		return db.pdb.Excise(ctx, span)
+	}
+	st, err := db.fs.Stat(c.path)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	return uint64(st.Size()), keys, nil
+	if _, err := db.pdb.IngestAndExcise(ctx, []string{c.path}, nil, nil, span); err != nil {
+		return err
+	}
+	db.rewrite.chunk(uint64(st.Size()))
+	return nil
 }
 
 // rewriteCounter counts table rewrites into the level's codec.
 type rewriteCounter struct {
-	mu                      sync.Mutex
-	id                      uint64
-	tables, skipped, failed int64
-	bytesIn, bytesOut       uint64
+	mu sync.Mutex
+	id uint64
+	m  RewriteMetrics
 }
 
 func (r *rewriteCounter) nextID() uint64 {
@@ -223,40 +367,40 @@ func (r *rewriteCounter) nextID() uint64 {
 	return r.id
 }
 
-func (r *rewriteCounter) done(in, out uint64) {
+func (r *rewriteCounter) update(f func(m *RewriteMetrics)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tables++
-	r.bytesIn += in
-	r.bytesOut += out
+	f(&r.m)
 }
 
-func (r *rewriteCounter) skip(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.skipped += int64(n)
+func (r *rewriteCounter) table(in uint64) {
+	r.update(func(m *RewriteMetrics) { m.Tables++; m.BytesIn += in })
 }
-
-func (r *rewriteCounter) fail() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failed++
+func (r *rewriteCounter) chunk(out uint64) {
+	r.update(func(m *RewriteMetrics) { m.Chunks++; m.BytesOut += out })
 }
+func (r *rewriteCounter) retry() { r.update(func(m *RewriteMetrics) { m.Retries++ }) }
+func (r *rewriteCounter) gated() { r.update(func(m *RewriteMetrics) { m.Gated++ }) }
+func (r *rewriteCounter) fail()  { r.update(func(m *RewriteMetrics) { m.Failed++ }) }
 
 // RewriteMetrics counts the tables CompactAll and Compact rewrote into their
 // level's codec.
 type RewriteMetrics struct {
-	// Tables is the number of tables rewritten.
-	Tables int64
+	// Tables is the number of tables rewritten; Chunks the ingestions that
+	// replaced them (rewriteChunkBytes of data each).
+	Tables, Chunks int64
 	// BytesIn and BytesOut are the sizes of the tables before and after.
 	BytesIn, BytesOut uint64
-	// Skipped counts tables left with another codec because snapshots were
-	// open; Failed counts rewrites that returned an error.
-	Skipped, Failed int64
+	// Retries counts chunks read again because a write landed in them while
+	// they were rewritten; Gated counts chunks rewritten under a gate on
+	// their span after optimisticAttempts such retries.
+	Retries, Gated int64
+	// Failed counts rewrites that returned an error.
+	Failed int64
 }
 
 func (r *rewriteCounter) load() RewriteMetrics {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return RewriteMetrics{Tables: r.tables, BytesIn: r.bytesIn, BytesOut: r.bytesOut, Skipped: r.skipped, Failed: r.failed}
+	return r.m
 }

@@ -18,8 +18,10 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +59,15 @@ type Options struct {
 	// EventListener, if set, receives Pebble's events in addition to
 	// Strata's own listener.
 	EventListener *pebble.EventListener
+	// ReadOnly opens an existing database for reading only, as
+	// pebble.Options.ReadOnly and bbolt's ReadOnly: nothing on disk
+	// changes (no OPTIONS-rocksdb rewrite, no leftover cleanup, no WAL
+	// recycling, no flushes, compactions or tiering moves; the WAL is
+	// replayed into memory). Writes, Flush, Compact, CompactAll and
+	// Checkpoint return ErrReadOnly. Table files of a tiered database are
+	// found in its db_paths and in the directories its tiering record
+	// lists. db_path must exist. The default value is false.
+	ReadOnly bool
 }
 
 // DB is an open Strata database. It is safe for concurrent use.
@@ -76,12 +87,23 @@ type DB struct {
 	// codecs[l] is the codec configured for level l.
 	codecs [7]compression.Codec
 
-	// writeMu is held shared by every write and exclusively by a table
-	// rewrite (see rewrite.go), which must not let a write land in the span
-	// it replaces.
-	writeMu sync.RWMutex
-	// openSnapshots counts snapshots not yet closed; table rewrites wait for
-	// none to be open, since an excise would hide versions a snapshot reads.
+	// guard admits every write and keeps a table rewrite from losing one
+	// (see writeGuard); rewriteMu serializes rewrites.
+	guard     *writeGuard
+	rewriteMu sync.Mutex
+	// ops makes Close safe against concurrent calls (see opGate); resMu
+	// guards its set of open iterators and snapshots.
+	ops   opGate
+	resMu sync.Mutex
+	// ctx is cancelled by Close, stopping a running CompactAll.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// readOnly is Options.ReadOnly.
+	readOnly bool
+	// testBeforeRewrite, set only by tests, runs between Pebble's
+	// compaction and the codec rewrite of Compact and CompactAll.
+	testBeforeRewrite func()
+	// openSnapshots counts snapshots not yet closed.
 	openSnapshots atomic.Int64
 
 	stalls  stallCounter
@@ -112,8 +134,16 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	if err := fs.MkdirAll(cfg.DBPath, 0o755); err != nil {
+	if o.ReadOnly {
+		if _, err := fs.Stat(cfg.DBPath); err != nil {
+			return nil, fmt.Errorf("engine: db_path = %q: a read-only open needs an existing database: %w", cfg.DBPath, err)
+		}
+	} else if err := fs.MkdirAll(cfg.DBPath, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: db_path = %q: cannot create the directory: %w", cfg.DBPath, err)
+	}
+	recorded, err := config.ReadRecorded(cfg.DBPath, func(name string) (io.ReadCloser, error) { return fs.Open(name) })
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	popts, err := pebbleOptions(cfg) // validated above
 	if err != nil {
@@ -121,7 +151,9 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	}
 	defer popts.Cache.Unref()
 
-	db := &DB{cfg: cfg, fs: fs, logger: o.Logger, popts: popts, notes: cfg.Notes()}
+	db := &DB{cfg: cfg, fs: fs, logger: o.Logger, popts: popts, notes: cfg.Notes(), guard: newWriteGuard(), readOnly: o.ReadOnly}
+	db.ctx, db.cancel = context.WithCancel(context.Background())
+	popts.ReadOnly = o.ReadOnly
 	for l := range db.codecs {
 		db.codecs[l], _ = cfg.LevelCodec(l) // validated above
 	}
@@ -129,7 +161,9 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tableFS, err = db.tiered(tableFS, popts); err != nil {
+	if o.ReadOnly {
+		tableFS = readOnlyFS(tableFS, cfg.DBPath, tableDirs(cfg, recorded))
+	} else if tableFS, err = db.tiered(tableFS, popts); err != nil {
 		return nil, err
 	}
 	db.walFS = wal.NewCountingFS(tableFS, !cfg.EnableWAL)
@@ -143,8 +177,9 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 		DBPath:       cfg.DBPath,
 		Dir:          cfg.WALDir,
 		FailoverDir:  cfg.WALFailoverDir,
-		PreviousDirs: previousWALDirs(fs, cfg.DBPath),
+		PreviousDirs: recorded.PreviousWALDirs(),
 		Disabled:     !cfg.EnableWAL,
+		ReadOnly:     o.ReadOnly,
 	}
 	if err := placement.Apply(popts, fs); err != nil {
 		return nil, err
@@ -154,9 +189,11 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 		db.wo = pebble.Sync
 	}
 
-	if err := removeLeftovers(fs, cfg.DBPath); err != nil {
-		db.closeLayout()
-		return nil, err
+	if !o.ReadOnly {
+		if err := removeLeftovers(fs, cfg.DBPath); err != nil {
+			db.closeLayout()
+			return nil, err
+		}
 	}
 	pdb, err := pebble.Open(cfg.DBPath, popts)
 	if err != nil {
@@ -167,10 +204,12 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if db.layout != nil {
 		db.layout.Attach(pdb)
 	}
-	if err := db.writeOptionsFile(); err != nil {
-		db.closeLayout()
-		_ = pdb.Close()
-		return nil, err
+	if !o.ReadOnly {
+		if err := db.writeOptionsFile(); err != nil {
+			db.closeLayout()
+			_ = pdb.Close()
+			return nil, err
+		}
 	}
 	db.logOpen()
 	return db, nil
@@ -205,25 +244,6 @@ func removeLeftovers(fs vfs.FS, dir string) error {
 	return nil
 }
 
-// previousWALDirs reads the WAL directories of the previous open from the
-// OPTIONS file it wrote, so a changed wal_dir still recovers old logs.
-func previousWALDirs(fs vfs.FS, dbPath string) []string {
-	f, err := fs.Open(fs.PathJoin(dbPath, config.RocksDBOptionsFileName))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	prev, _, err := config.ImportRocksDBOptions(f)
-	if err != nil {
-		return nil
-	}
-	dirs := []string{prev.WALDir}
-	if prev.WALFailoverDir != "" {
-		dirs = append(dirs, prev.WALFailoverDir)
-	}
-	return dirs
-}
-
 func (db *DB) logOpen() {
 	if db.logger == nil {
 		return
@@ -253,61 +273,45 @@ func (db *DB) walDirDescription() string {
 // Config returns a copy of the configuration the database was opened with.
 func (db *DB) Config() *config.Config { return db.cfg.Clone() }
 
-// Close flushes nothing extra and closes the database; acknowledged writes
-// are in the WAL (or, with enable_wal = false, lost unless flushed).
-func (db *DB) Close() error {
-	if !db.closed.CompareAndSwap(false, true) {
-		return ErrClosed
-	}
-	db.closeLayout()
-	return db.pdb.Close()
-}
-
-func (db *DB) check() error {
-	if db.closed.Load() {
-		return ErrClosed
-	}
-	return nil
-}
-
 // Put sets key to value.
 func (db *DB) Put(key, value []byte) error {
-	if err := db.check(); err != nil {
+	ticket, err := db.enterWrite(key, key)
+	if err != nil {
 		return err
 	}
-	db.writeMu.RLock()
-	defer db.writeMu.RUnlock()
+	defer db.guard.leave(ticket)
 	return db.pdb.Set(key, value, db.wo)
 }
 
 // Delete removes key; deleting an absent key is not an error.
 func (db *DB) Delete(key []byte) error {
-	if err := db.check(); err != nil {
+	ticket, err := db.enterWrite(key, key)
+	if err != nil {
 		return err
 	}
-	db.writeMu.RLock()
-	defer db.writeMu.RUnlock()
+	defer db.guard.leave(ticket)
 	return db.pdb.Delete(key, db.wo)
 }
 
 // DeleteRange removes every key in [start, end).
 func (db *DB) DeleteRange(start, end []byte) error {
-	if err := db.check(); err != nil {
-		return err
-	}
 	if err := checkRange(start, end); err != nil {
 		return err
 	}
-	db.writeMu.RLock()
-	defer db.writeMu.RUnlock()
+	ticket, err := db.enterWrite(start, end)
+	if err != nil {
+		return err
+	}
+	defer db.guard.leave(ticket)
 	return db.pdb.DeleteRange(start, end, db.wo)
 }
 
 // Get returns a copy of the value of key, or ErrNotFound.
 func (db *DB) Get(key []byte) ([]byte, error) {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return nil, err
 	}
+	defer db.leaveOp()
 	var out []byte
 	err := lookup(db.pdb, key, db.useL6Filters(), func(v []byte) error {
 		out = append([]byte(nil), v...)
@@ -320,9 +324,10 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 // ErrNotFound. The value is valid only until fn returns; fn must not keep it
 // or modify it. View is Get without the allocation, for hot read paths.
 func (db *DB) View(key []byte, fn func(value []byte) error) error {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return err
 	}
+	defer db.leaveOp()
 	return lookup(db.pdb, key, db.useL6Filters(), fn)
 }
 
@@ -362,7 +367,11 @@ func checkRange(start, end []byte) error {
 
 // Flush writes the memtable to an L0 table and waits for it.
 func (db *DB) Flush() error {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
+		return err
+	}
+	defer db.leaveOp()
+	if err := db.writable("Flush"); err != nil {
 		return err
 	}
 	return db.pdb.Flush()

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -18,20 +20,41 @@ type IterOptions struct {
 // Iterator walks keys in order, forward (First, SeekGE, Next) or in reverse
 // (Last, SeekLT, Prev), within its bounds, over a consistent view taken when
 // it was created. Key and Value are valid until the next positioning call.
-// An Iterator is not safe for concurrent use; Close it when done.
+// An Iterator is not safe for concurrent use; Close it when done. After the
+// DB is closed, positioning calls return false and Error returns ErrClosed.
 type Iterator struct {
+	db *DB
 	it *pebble.Iterator
+	// mu orders the iterator's calls against DB.Close releasing it.
+	mu       sync.Mutex
+	released bool
+	err      error
 }
 
 // NewIter returns an iterator over the latest state; opts may be nil.
 func (db *DB) NewIter(opts *IterOptions) (*Iterator, error) {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return nil, err
 	}
-	return newIter(db.pdb, opts)
+	defer db.leaveOp()
+	po, err := pebbleIterOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	it, err := db.pdb.NewIter(po)
+	if err != nil {
+		return nil, err
+	}
+	return db.newIterator(it), nil
 }
 
-func newIter(r pebble.Reader, opts *IterOptions) (*Iterator, error) {
+func (db *DB) newIterator(it *pebble.Iterator) *Iterator {
+	i := &Iterator{db: db, it: it}
+	db.track(i)
+	return i
+}
+
+func pebbleIterOptions(opts *IterOptions) (*pebble.IterOptions, error) {
 	po := &pebble.IterOptions{}
 	if opts != nil {
 		// Equal bounds make an empty iterator; inverted bounds are an error.
@@ -40,79 +63,216 @@ func newIter(r pebble.Reader, opts *IterOptions) (*Iterator, error) {
 		}
 		po.LowerBound, po.UpperBound = opts.LowerBound, opts.UpperBound
 	}
-	it, err := r.NewIter(po)
-	if err != nil {
-		return nil, err
+	return po, nil
+}
+
+// release closes the Pebble iterator for DB.Close.
+func (i *Iterator) release() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.released {
+		i.released = true
+		i.err = errors.Join(ErrClosed, i.it.Close())
 	}
-	return &Iterator{it: it}, nil
+}
+
+// move runs a positioning call unless the DB released the iterator.
+func (i *Iterator) move(f func(*pebble.Iterator) bool) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.released {
+		return false
+	}
+	return f(i.it)
 }
 
 // First moves to the first key and reports whether there is one.
-func (i *Iterator) First() bool { return i.it.First() }
+func (i *Iterator) First() bool { return i.move((*pebble.Iterator).First) }
 
 // Last moves to the last key and reports whether there is one.
-func (i *Iterator) Last() bool { return i.it.Last() }
+func (i *Iterator) Last() bool { return i.move((*pebble.Iterator).Last) }
 
 // SeekGE moves to the first key >= key.
-func (i *Iterator) SeekGE(key []byte) bool { return i.it.SeekGE(key) }
-
-// SeekLT moves to the last key < key.
-func (i *Iterator) SeekLT(key []byte) bool { return i.it.SeekLT(key) }
-
-// Next moves forward one key.
-func (i *Iterator) Next() bool { return i.it.Next() }
-
-// Prev moves back one key.
-func (i *Iterator) Prev() bool { return i.it.Prev() }
-
-// Valid reports whether the iterator is at a key.
-func (i *Iterator) Valid() bool { return i.it.Valid() }
-
-// Key returns the current key; valid until the next positioning call.
-func (i *Iterator) Key() []byte { return i.it.Key() }
-
-// Value returns the current value; valid until the next positioning call.
-func (i *Iterator) Value() []byte { return i.it.Value() }
-
-// Error returns the error that stopped the iteration, if any.
-func (i *Iterator) Error() error { return i.it.Error() }
-
-// Close releases the iterator and returns its error, if any.
-func (i *Iterator) Close() error { return i.it.Close() }
-
-// Snapshot is a consistent read-only view of the database at the moment it
-// was taken. Close it when done: while any snapshot is open, CompactAll does
-// not rewrite tables into their level's codec (see CompactAll).
-type Snapshot struct {
-	db   *DB
-	snap *pebble.Snapshot
+func (i *Iterator) SeekGE(key []byte) bool {
+	return i.move(func(it *pebble.Iterator) bool { return it.SeekGE(key) })
 }
 
-// NewSnapshot takes a snapshot of the current state.
+// SeekLT moves to the last key < key.
+func (i *Iterator) SeekLT(key []byte) bool {
+	return i.move(func(it *pebble.Iterator) bool { return it.SeekLT(key) })
+}
+
+// Next moves forward one key.
+func (i *Iterator) Next() bool { return i.move((*pebble.Iterator).Next) }
+
+// Prev moves back one key.
+func (i *Iterator) Prev() bool { return i.move((*pebble.Iterator).Prev) }
+
+// Valid reports whether the iterator is at a key.
+func (i *Iterator) Valid() bool { return i.move((*pebble.Iterator).Valid) }
+
+// Key returns the current key; valid until the next positioning call.
+func (i *Iterator) Key() []byte {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.released {
+		return nil
+	}
+	return i.it.Key()
+}
+
+// Value returns the current value; valid until the next positioning call.
+func (i *Iterator) Value() []byte {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.released {
+		return nil
+	}
+	return i.it.Value()
+}
+
+// Error returns the error that stopped the iteration, if any.
+func (i *Iterator) Error() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.released {
+		return i.err
+	}
+	return i.it.Error()
+}
+
+// Close releases the iterator and returns its error, if any.
+func (i *Iterator) Close() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.released {
+		if i.err != nil && !errors.Is(i.err, ErrClosed) {
+			return i.err
+		}
+		return nil
+	}
+	i.released = true
+	i.db.untrack(i)
+	return i.it.Close()
+}
+
+// Snapshot is a consistent read-only view of the database at the moment it
+// was taken. It is safe for concurrent use. Close it when done: like an
+// open iterator, a snapshot keeps the memtables and table files of its
+// moment alive (it pins Pebble's read state), so a long-lived snapshot
+// costs memory and disk. In return it is immune to table rewrites: a
+// CompactAll running beside it neither waits for it nor changes what it
+// reads.
+type Snapshot struct {
+	db *DB
+	// pin is an iterator never positioned: its read state and sequence
+	// number are the snapshot; reads clone it.
+	pin      *pebble.Iterator
+	mu       sync.Mutex
+	released bool
+}
+
+// NewSnapshot takes a snapshot of the current state. It never waits for a
+// rewrite or a write.
 func (db *DB) NewSnapshot() (*Snapshot, error) {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return nil, err
 	}
-	// Taken and counted under writeMu, so a table rewrite (which holds it
-	// exclusively and requires no open snapshot) never runs beside one.
-	db.writeMu.RLock()
-	defer db.writeMu.RUnlock()
+	defer db.leaveOp()
+	pin, err := db.pdb.NewIter(nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{db: db, pin: pin}
 	db.openSnapshots.Add(1)
-	return &Snapshot{db: db, snap: db.pdb.NewSnapshot()}, nil
+	db.track(s)
+	return s, nil
+}
+
+// clone returns a new Pebble iterator over the snapshot with opts.
+func (s *Snapshot) clone(opts *pebble.IterOptions) (*pebble.Iterator, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return nil, ErrClosed
+	}
+	return s.pin.Clone(pebble.CloneOptions{IterOptions: opts})
 }
 
 // Get returns a copy of key's value as of the snapshot, or ErrNotFound.
-func (s *Snapshot) Get(key []byte) ([]byte, error) { return get(s.snap, key) }
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
+	var out []byte
+	err := s.View(key, func(v []byte) error {
+		out = append([]byte(nil), v...)
+		return nil
+	})
+	return out, err
+}
 
 // View is DB.View as of the snapshot.
-func (s *Snapshot) View(key []byte, fn func(value []byte) error) error { return view(s.snap, key, fn) }
+func (s *Snapshot) View(key []byte, fn func(value []byte) error) error {
+	if err := s.db.enterOp(); err != nil {
+		return err
+	}
+	defer s.db.leaveOp()
+	it, err := s.clone(&pebble.IterOptions{
+		LowerBound:   key,
+		UpperBound:   append(bytes.Clone(key), 0),
+		UseL6Filters: s.db.useL6Filters(),
+	})
+	if err != nil {
+		return err
+	}
+	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+		if err := it.Close(); err != nil {
+			return err
+		}
+		return ErrNotFound
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return errors.Join(err, it.Close())
+	}
+	return errors.Join(fn(v), it.Close())
+}
 
 // NewIter returns an iterator over the snapshot; opts may be nil.
-func (s *Snapshot) NewIter(opts *IterOptions) (*Iterator, error) { return newIter(s.snap, opts) }
+func (s *Snapshot) NewIter(opts *IterOptions) (*Iterator, error) {
+	if err := s.db.enterOp(); err != nil {
+		return nil, err
+	}
+	defer s.db.leaveOp()
+	po, err := pebbleIterOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	it, err := s.clone(po)
+	if err != nil {
+		return nil, err
+	}
+	return s.db.newIterator(it), nil
+}
+
+// release closes the pinned iterator for DB.Close.
+func (s *Snapshot) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.released {
+		s.released = true
+		s.db.openSnapshots.Add(-1)
+		_ = s.pin.Close()
+	}
+}
 
 // Close releases the snapshot.
 func (s *Snapshot) Close() error {
-	err := s.snap.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return nil
+	}
+	s.released = true
 	s.db.openSnapshots.Add(-1)
-	return err
+	s.db.untrack(s)
+	return s.pin.Close()
 }

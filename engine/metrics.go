@@ -132,9 +132,10 @@ type CompactionMetrics struct {
 // report the codecs tables carry, so it is meant for monitoring, not hot
 // paths.
 func (db *DB) Metrics() (*Metrics, error) {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return nil, err
 	}
+	defer db.leaveOp()
 	pm := db.pdb.Metrics()
 	m := &Metrics{NotApplicable: db.notes}
 	tables, err := db.pdb.SSTables(pebble.WithProperties())
@@ -215,9 +216,10 @@ type TableInfo struct {
 
 // Tables lists every table, by level then key order.
 func (db *DB) Tables() ([]TableInfo, error) {
-	if err := db.check(); err != nil {
+	if err := db.enterOp(); err != nil {
 		return nil, err
 	}
+	defer db.leaveOp()
 	levels, err := db.pdb.SSTables(pebble.WithProperties())
 	if err != nil {
 		return nil, err

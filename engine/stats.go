@@ -63,8 +63,8 @@ func (db *DB) Stats() (string, error) {
 	fmt.Fprintf(&b, "Compactions: %d (%d moves), %d running, pending %.2f MB, %s; flushes %d, %d running\n",
 		m.Compaction.Count, m.Compaction.MoveCount, m.Compaction.InProgress, mb(int64(m.Compaction.EstimatedDebtBytes)), m.Compaction.Duration.Round(1e6),
 		m.Compaction.Flushes, m.Compaction.FlushesInProgress)
-	fmt.Fprintf(&b, "Codec rewrites: %d tables (%.2f MB -> %.2f MB), %d skipped (snapshots open), %d failed\n",
-		m.Rewrites.Tables, mb(int64(m.Rewrites.BytesIn)), mb(int64(m.Rewrites.BytesOut)), m.Rewrites.Skipped, m.Rewrites.Failed)
+	fmt.Fprintf(&b, "Codec rewrites: %d tables (%.2f MB -> %.2f MB) in %d chunks, %d chunks retried after racing writes, %d gated, %d failed\n",
+		m.Rewrites.Tables, mb(int64(m.Rewrites.BytesIn)), mb(int64(m.Rewrites.BytesOut)), m.Rewrites.Chunks, m.Rewrites.Retries, m.Rewrites.Gated, m.Rewrites.Failed)
 	if d := m.DirectIO; d.Reads || d.Writes {
 		fmt.Fprintf(&b, "Direct I/O: reads %v, flush/compaction writes %v; %d direct reads (%.2f MB), %d direct writes (%.2f MB)",
 			d.Reads, d.Writes, d.DirectReads, mb(d.DirectReadBytes), d.DirectWrites, mb(d.DirectWriteBytes))

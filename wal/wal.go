@@ -38,6 +38,8 @@ type Placement struct {
 	PreviousDirs []string
 	// Disabled turns the WAL off (config enable_wal = false).
 	Disabled bool
+	// ReadOnly is a read-only open: no directory is created.
+	ReadOnly bool
 }
 
 // EffectiveDir returns the directory the WAL files are written to.
@@ -53,7 +55,7 @@ func (p Placement) EffectiveDir() string {
 func (p Placement) Apply(opts *pebble.Options, fs vfs.FS) error {
 	opts.DisableWAL = p.Disabled
 	for _, d := range []struct{ key, dir string }{{"wal_dir", p.Dir}, {"wal_failover_dir", p.FailoverDir}} {
-		if d.dir == "" {
+		if d.dir == "" || p.ReadOnly {
 			continue
 		}
 		if err := fs.MkdirAll(d.dir, 0o755); err != nil {
