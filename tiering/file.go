@@ -37,6 +37,8 @@ type tableFile struct {
 	// the kernel reports errors under the placeholder's name, which fixErr
 	// corrects.
 	moved string
+	loc   int   // location of the file being written
+	off   int64 // bytes written so far (Pebble writes tables sequentially)
 }
 
 // fixErr names the file's real path in an *os.PathError from a retargeted
@@ -66,6 +68,7 @@ func (f *tableFile) place() {
 	if loc != 0 {
 		f.moved = f.l.physical(loc, f.name)
 	}
+	f.loc = loc
 	f.placed.Store(true)
 }
 
@@ -75,16 +78,44 @@ func (f *tableFile) file() vfs.File {
 	return f.inner
 }
 
+// Write writes through to the file's path. When the device is full
+// (ENOSPC), the table continues in the next path with room (see
+// relocateLocked) and the write is retried there, as RocksDB moves on to the
+// next db_path; only when no path has room does Pebble see the error.
 func (f *tableFile) Write(p []byte) (int, error) {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, err := f.inner.Write(p)
+	f.off += int64(n)
+	for err != nil && vfs.IsNoSpaceError(err) {
+		if rerr := f.relocateLocked(); rerr != nil {
+			break
+		}
+		var m int
+		m, err = f.inner.Write(p[n:])
+		n += m
+		f.off += int64(m)
+	}
 	f.l.createdBytes.Add(int64(n))
 	return n, f.fixErr(err)
 }
 
 func (f *tableFile) WriteAt(p []byte, off int64) (int, error) {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, err := f.inner.WriteAt(p, off)
+	f.off = max(f.off, off+int64(n))
+	for err != nil && vfs.IsNoSpaceError(err) {
+		if rerr := f.relocateLocked(); rerr != nil {
+			break
+		}
+		var m int
+		m, err = f.inner.WriteAt(p[n:], off+int64(n))
+		n += m
+		f.off = max(f.off, off+int64(n))
+	}
 	f.l.createdBytes.Add(int64(n))
 	return n, f.fixErr(err)
 }
@@ -100,27 +131,37 @@ func (f *tableFile) Fd() uintptr { return f.file().Fd() }
 
 func (f *tableFile) Preallocate(off, n int64) error {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.fixErr(f.inner.Preallocate(off, n))
 }
 
 func (f *tableFile) Sync() error {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.fixErr(f.inner.Sync())
 }
 
 func (f *tableFile) SyncData() error {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.fixErr(f.inner.SyncData())
 }
 
 func (f *tableFile) SyncTo(length int64) (bool, error) {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	full, err := f.inner.SyncTo(length)
 	return full, f.fixErr(err)
 }
 
 func (f *tableFile) Close() error {
 	f.place()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var size int64
 	if fi, err := f.inner.Stat(); err == nil {
 		size = fi.Size()
@@ -139,12 +180,13 @@ func (f *tableFile) Close() error {
 // level belongs in, returning the vfs.File to write through and its
 // location.
 func (l *Layout) placeFile(name string, num uint64, category vfs.DiskWriteCategory, ph vfs.File) (vfs.File, int) {
-	to, known := l.choosePath(name, num)
+	to, est, known := l.choosePath(name, num)
 	if !known {
 		l.placedFirst.Add(1)
 		return ph, 0
 	}
 	l.placedKnown.Add(1)
+	to = l.withRoom(to, est)
 	if to == 0 {
 		return ph, 0
 	}

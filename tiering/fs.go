@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -106,11 +107,14 @@ func (fs *tieredFS) Link(oldname, newname string) error {
 	case oldManaged && !newManaged:
 		return l.withLocation(oldBase, func(p string) error { return l.base.Link(p, newname) })
 	case !oldManaged && newManaged:
-		l.markDirty(0)
-		if err := l.base.Link(oldname, l.physical(0, newBase)); err != nil {
+		// A table written in one of the layout's directories (TablePath)
+		// stays on that device; any other lands in path 0.
+		loc := l.locationOf(l.base.PathDir(oldname))
+		l.markDirty(loc)
+		if err := l.base.Link(oldname, l.physical(loc, newBase)); err != nil {
 			return err
 		}
-		l.record(newBase, 0)
+		l.record(newBase, loc)
 		return nil
 	default:
 		var loc int
@@ -126,6 +130,37 @@ func (fs *tieredFS) Link(oldname, newname string) error {
 	}
 }
 
+// locationOf returns the configured path whose directory is dir, or 0.
+func (l *Layout) locationOf(dir string) int {
+	key := l.canon(dir)
+	for i := range l.targets {
+		if l.canon(l.locs[i].dir) == key {
+			return i
+		}
+	}
+	return 0
+}
+
+// TablePath returns where to write a table of one's own (not Pebble's) that
+// will be ingested into level: name in the directory of the path the plan
+// gives the level's next table (one with room). Pebble's ingestion hard-links
+// it into the database, and the layout keeps it in that path, so it lands
+// where its level belongs instead of in path 0 to be copied again. The
+// caller removes its own name after the ingestion, as usual. If Pebble puts
+// the table in another level than expected, the mover relocates it like any
+// table whose level changed.
+func (l *Layout) TablePath(level int, name string) string {
+	if level < 0 || level >= NumLevels {
+		level = NumLevels - 1
+	}
+	l.mu.Lock()
+	est := l.shape.targetFileSize(level, l.plan.BaseLevel)
+	to := l.plan.firstFit(level, 0, est, func(p int) int64 { return l.effUsageLocked(level, p) })
+	l.mu.Unlock()
+	to = l.withRoom(to, est)
+	return l.base.PathJoin(l.locs[to].dir, name)
+}
+
 // record maps name to loc with its current size.
 func (l *Layout) record(name string, loc int) {
 	var size int64
@@ -137,19 +172,191 @@ func (l *Layout) record(name string, loc int) {
 	l.mu.Unlock()
 }
 
-// Open opens a file for reading, a table wherever it lives.
+// Open opens a file for reading, a table wherever it lives. A table's
+// reader follows the table when the mover relocates it (see readFile).
 func (fs *tieredFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	base, _, ok := fs.managed(name)
 	if !ok {
 		return fs.l.base.Open(name, opts...)
 	}
-	var f vfs.File
-	err := fs.l.withLocation(base, func(p string) error {
-		var err error
-		f, err = fs.l.base.Open(p, opts...)
-		return err
-	})
-	return f, err
+	l := fs.l
+	for attempt := 0; ; attempt++ {
+		var f vfs.File
+		var loc int
+		err := l.withLocation(base, func(p string) error {
+			var err error
+			loc, _ = l.lookup(base)
+			f, err = l.base.Open(p, opts...)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		r := &readFile{l: l, name: base, opts: opts, inner: f, loc: loc}
+		if l.addReader(r) || attempt >= 3 {
+			return r, nil
+		}
+		_ = f.Close() // switched meanwhile: open the new copy
+	}
+}
+
+// readFile is a table opened for reading. When the mover switches the
+// table to another path, the reader reopens it there and closes the old
+// copy (the copies are identical), so the old copy's space is freed as
+// soon as reads in flight on it finish rather than when Pebble's file cache
+// lets go of it.
+type readFile struct {
+	l    *Layout
+	name string
+	opts []vfs.OpenOption
+
+	mu       sync.RWMutex // held shared by reads, exclusively to switch inner
+	inner    vfs.File
+	loc      int
+	closed   bool
+	retained int64 // bytes of an old copy this reader still holds (reopen failed)
+}
+
+func (r *readFile) Read(p []byte) (int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Read(p)
+}
+
+func (r *readFile) ReadAt(p []byte, off int64) (int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.ReadAt(p, off)
+}
+
+func (r *readFile) Stat() (vfs.FileInfo, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Stat()
+}
+
+func (r *readFile) Prefetch(off, n int64) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Prefetch(off, n)
+}
+
+func (r *readFile) Fd() uintptr {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Fd()
+}
+
+func (r *readFile) Write(p []byte) (int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Write(p)
+}
+
+func (r *readFile) WriteAt(p []byte, off int64) (int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.WriteAt(p, off)
+}
+
+func (r *readFile) Preallocate(off, n int64) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Preallocate(off, n)
+}
+
+func (r *readFile) Sync() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.Sync()
+}
+
+func (r *readFile) SyncData() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.SyncData()
+}
+
+func (r *readFile) SyncTo(length int64) (bool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.inner.SyncTo(length)
+}
+
+func (r *readFile) Close() error {
+	r.l.removeReader(r)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.retained > 0 {
+		r.l.mu.Lock()
+		r.l.retained[r.loc] -= r.retained
+		r.l.mu.Unlock()
+		r.retained = 0
+	}
+	return r.inner.Close()
+}
+
+// addReader registers r, unless the table moved since r resolved it.
+func (l *Layout) addReader(r *readFile) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.files[r.name]; ok && e.loc != r.loc {
+		return false
+	}
+	set := l.readers[r.name]
+	if set == nil {
+		set = make(map[*readFile]struct{})
+		l.readers[r.name] = set
+	}
+	set[r] = struct{}{}
+	return true
+}
+
+func (l *Layout) removeReader(r *readFile) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if set := l.readers[r.name]; set != nil {
+		delete(set, r)
+		if len(set) == 0 {
+			delete(l.readers, r.name)
+		}
+	}
+}
+
+// switchReaders points the open readers of table name at its copy in
+// location to, closing their descriptors of the old copy in from. A reader
+// whose reopen fails keeps the old copy; its bytes count in Stats against
+// from until the reader closes.
+func (l *Layout) switchReaders(name string, from, to int, size int64) {
+	l.mu.Lock()
+	var rs []*readFile
+	for r := range l.readers[name] {
+		rs = append(rs, r)
+	}
+	l.mu.Unlock()
+	for _, r := range rs {
+		nf, err := l.base.Open(l.physical(to, name), r.opts...)
+		r.mu.Lock()
+		switch {
+		case r.closed || r.loc != from:
+		case err != nil:
+			if r.retained == 0 {
+				r.retained = size
+				l.mu.Lock()
+				l.retained[from] += size
+				l.mu.Unlock()
+			}
+			l.errorf("tiering: reopen %s in %s for a reader: %v; the reader keeps the old copy", name, l.locs[to].dir, err)
+		default:
+			old := r.inner
+			r.inner, r.loc, nf = nf, to, old
+		}
+		r.mu.Unlock()
+		if nf != nil {
+			_ = nf.Close()
+		}
+	}
 }
 
 // OpenReadWrite opens a file for reading and writing, creating it if

@@ -75,6 +75,14 @@ type Options struct {
 	// placed at creation, and Rebalance moves them on demand. The default
 	// value is false.
 	DisableMover bool
+	// MoveRate caps the mover's copying in bytes per second, so relocating
+	// tables does not starve foreground I/O (RocksDB's rate limiter plays
+	// this part for its compactions). 0 means unlimited. The default value
+	// is 0; the engine sets it from tiering_move_rate_mb.
+	MoveRate int64
+	// SettleTimeout bounds how long Settle waits for flushes and
+	// compactions holding misplaced tables. The default value is 60s.
+	SettleTimeout time.Duration
 
 	// hook, in tests, runs at each step of a move; an error aborts it.
 	hook func(step moveStep, file string) error
@@ -92,6 +100,8 @@ var (
 	ErrNotWritable    = errors.New("tiering: path is not writable")
 	ErrObsolete       = errors.New("tiering: table deleted by Pebble during the move")
 	ErrNotAttached    = errors.New("tiering: no database attached")
+	ErrNotSettled     = errors.New("tiering: placement did not settle")
+	ErrNoRoom         = errors.New("tiering: no path has room for the table")
 	errStopped        = errors.New("tiering: mover stopped")
 	errCannotRetarget = errors.New("tiering: cannot retarget a descriptor on this platform")
 )
@@ -182,6 +192,12 @@ type Layout struct {
 	drained       map[int]bool
 	orphans       []string // old copies whose removal after a switch failed
 	movedByReason [numMoveReasons]int64
+	fullAt        []time.Time // per location: when it last returned ENOSPC; zero when it has room
+	spilledFiles  []int64     // per location: new tables sent elsewhere because it was full
+	spilledBytes  []int64     // per location: bytes copied off it when a table's write hit ENOSPC
+	readers       map[string]map[*readFile]struct{}
+	retained      []int64 // per location: bytes of moved-away copies a reader still holds open
+	interrupted   int64   // moves stopped by Close before their switch
 
 	passMu sync.Mutex // one mover pass at a time
 
@@ -195,6 +211,7 @@ type Layout struct {
 	movedBytes   atomic.Int64
 	moveFailures atomic.Int64
 	recovered    RecoveryStats
+	limiter      rateLimiter
 
 	wakeCh    chan struct{}
 	stopCh    chan struct{}
@@ -265,6 +282,10 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 	if l.opts.MoverInterval <= 0 {
 		l.opts.MoverInterval = 10 * time.Second
 	}
+	if l.opts.SettleTimeout <= 0 {
+		l.opts.SettleTimeout = 60 * time.Second
+	}
+	l.limiter.rate = l.opts.MoveRate
 	if err := validate(paths, l.canon); err != nil {
 		return nil, err
 	}
@@ -302,7 +323,11 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 	}
 	l.pstats = make([]pathCounters, len(l.locs))
 	l.dirty = make([]atomic.Bool, len(l.locs))
-	l.dirty = make([]atomic.Bool, len(l.locs))
+	l.fullAt = make([]time.Time, len(l.locs))
+	l.spilledFiles = make([]int64, len(l.locs))
+	l.spilledBytes = make([]int64, len(l.locs))
+	l.retained = make([]int64, len(l.locs))
+	l.readers = make(map[string]map[*readFile]struct{})
 	for i := range l.usage {
 		l.usage[i] = make(map[int]int64)
 	}
@@ -317,7 +342,7 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 	if err := l.writePathsFile(); err != nil {
 		return nil, err
 	}
-	l.plan = Compute([NumLevels]uint64{}, l.shape, l.targets)
+	l.plan = l.computePlan([NumLevels]uint64{})
 	l.fs = &tieredFS{l: l}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	return l, nil
@@ -660,7 +685,7 @@ func (l *Layout) Attach(db *pebble.DB) {
 	// the mover's first pass already place their outputs by it.
 	l.passMu.Lock()
 	if levels, err := db.SSTables(); err == nil {
-		_ = l.planMoves(levels)
+		_, _ = l.planMoves(levels, false, nil)
 	}
 	l.passMu.Unlock()
 	if l.opts.DisableMover || !l.attached.CompareAndSwap(false, true) {
@@ -670,8 +695,11 @@ func (l *Layout) Attach(db *pebble.DB) {
 	l.wake()
 }
 
-// Close stops the mover, waiting for a move in progress to finish or roll
-// back. Call it before closing the database. The FS stays usable, so Pebble
+// Close stops the mover and any Rebalance or Settle in progress: a move
+// before its switch is rolled back (its temporary copy removed) and counted
+// in Stats as interrupted, a move past its switch completes. The next open's
+// mover, or the next Settle, picks the table up again, so a short-lived
+// process converges over its runs. Call it before closing the database. The FS stays usable, so Pebble
 // can still close through it.
 func (l *Layout) Close() error {
 	l.closeOnce.Do(func() {

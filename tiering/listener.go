@@ -79,15 +79,15 @@ func (l *Layout) fileCreated(jobID int, num uint64) {
 	j.files = append(j.files, num)
 }
 
-// choosePath returns the path a new file of a known level goes to, and
-// whether its level is known. The file's estimated size (the level's
-// target file size) counts against the path's share until the job ends.
-func (l *Layout) choosePath(name string, num uint64) (int, bool) {
+// choosePath returns the path a new file of a known level goes to, its
+// estimated size (the level's target file size), and whether its level is
+// known. The estimate counts against the path's share until the job ends.
+func (l *Layout) choosePath(name string, num uint64) (int, int64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	level, ok := l.pending[num]
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	if e, ok := l.files[name]; ok {
 		e.level = level
@@ -97,7 +97,7 @@ func (l *Layout) choosePath(name string, num uint64) (int, bool) {
 	if j, ok := l.jobs[l.fileJob[num]]; ok {
 		j.arriving[to] += est
 	}
-	return to, true
+	return to, est, true
 }
 
 // effUsageLocked estimates the bytes of level on location loc: the last

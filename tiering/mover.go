@@ -98,38 +98,95 @@ func (l *Layout) run() {
 		case <-l.wakeCh:
 		case <-t.C:
 		}
-		if err := l.Rebalance(l.ctx); err != nil && !errors.Is(err, errStopped) && !errors.Is(err, ErrNotAttached) {
+		if _, err := l.pass(l.ctx, false); err != nil && !errors.Is(err, errStopped) && !errors.Is(err, ErrNotAttached) {
 			l.errorf("tiering: mover: %v", err)
 		}
 	}
 }
 
-// Rebalance runs one mover pass now and waits for it: it reads the LSM's
-// shape, recomputes the plan, and moves every table that is not where the
-// plan wants it — tables in a path their level has no share on (after a
-// move compaction, a change of db_paths, or the LSM's growth), tables of a
-// share more than one target file over its bytes (spilled to the level's
-// next share), and every file of a draining directory. It returns the first
+// Rebalance runs one strict mover pass now and waits for it: it reads the
+// LSM's shape, recomputes the plan, and moves every table that is not where
+// the plan wants it — tables in a path their level has no share on (after
+// a move compaction, a change of db_paths, or the LSM's growth), tables of
+// a share more than one target file over its bytes (spilled to the level's
+// next share), and every file of a draining directory. Tables being written
+// or compacted are left for a later pass (see Settle). It returns the first
 // move error; failed moves are counted in Stats and retried by later
 // passes.
 func (l *Layout) Rebalance(ctx context.Context) error {
+	_, err := l.pass(ctx, true)
+	return err
+}
+
+// Settle runs strict passes (see Rebalance) until every table Pebble
+// references sits where the plan wants it, waiting for flushes and
+// compactions that hold misplaced tables to finish: when it returns nil,
+// every path but the last holds at most its target plus one target file
+// (unless a level is over its own target, which its last share absorbs).
+// It gives up after SettleTimeout of waiting on running jobs, returning
+// ErrNotSettled, and stops with ctx's error when ctx is done.
+func (l *Layout) Settle(ctx context.Context) error {
+	var waited time.Duration
+	for {
+		r, err := l.pass(ctx, true)
+		if err != nil {
+			if errors.Is(err, errStopped) && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		if r.planned == 0 && r.blocked == 0 {
+			return nil
+		}
+		if r.planned > 0 {
+			continue // moves done; check again, the plan may have shifted
+		}
+		if waited >= l.opts.SettleTimeout {
+			return fmt.Errorf("%w: %d table(s) held by running compactions after %v", ErrNotSettled, r.blocked, waited)
+		}
+		const poll = 20 * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.stopCh:
+			return errStopped
+		case <-time.After(poll):
+		}
+		waited += poll
+	}
+}
+
+// passResult counts what one pass found.
+type passResult struct {
+	planned int // moves planned (and attempted)
+	blocked int // misplaced tables skipped because a job holds them
+}
+
+// pass runs one mover pass: strict (Rebalance, Settle) or lazy (the
+// background mover; see planMoves).
+func (l *Layout) pass(ctx context.Context, strict bool) (passResult, error) {
 	l.passMu.Lock()
 	defer l.passMu.Unlock()
 	l.mu.Lock()
 	db := l.db
 	l.mu.Unlock()
 	if db == nil {
-		return ErrNotAttached
+		return passResult{}, ErrNotAttached
 	}
+	// Close stops the pass too, whatever ctx the caller gave.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
 	levels, err := db.SSTables()
 	if err != nil {
-		return fmt.Errorf("tiering: read the LSM: %w", err)
+		return passResult{}, fmt.Errorf("tiering: read the LSM: %w", err)
 	}
-	moves := l.planMoves(levels)
+	room := l.roomSnapshot()
+	moves, blocked := l.planMoves(levels, strict, room)
 	var first error
 	for _, m := range moves {
 		if ctx.Err() != nil {
-			return errStopped
+			return passResult{len(moves), blocked}, errStopped
 		}
 		if err := l.move(ctx, m); err != nil && !errors.Is(err, ErrObsolete) && !errors.Is(err, errStopped) && first == nil {
 			first = err
@@ -138,12 +195,25 @@ func (l *Layout) Rebalance(ctx context.Context) error {
 	if err := l.finishDrains(); err != nil && first == nil {
 		first = err
 	}
-	return first
+	return passResult{len(moves), blocked}, first
 }
 
 // planMoves installs the plan for the LSM's current shape, recounts usage
-// and lists the moves that bring every table where the plan wants it.
-func (l *Layout) planMoves(levels [][]pebble.SSTableInfo) []plannedMove {
+// and lists the moves of one pass; blocked counts misplaced tables left
+// alone because a flush or compaction holds them.
+//
+// A strict pass (Rebalance, Settle) brings every table where the plan wants
+// it. A lazy pass (the background mover) moves only what must move: the
+// files of draining directories, and, from a path over its target by more
+// than one target file, tables until the path is within target again —
+// first those whose level has no share there (deepest level, oldest table
+// first), then the oldest tables of shares over their bytes. A table a
+// shifted plan no longer wants where it is stays there while its path has
+// room: compactions rewrite most such tables before the path fills, and
+// their outputs are placed by the current plan, so the database can grow
+// from empty with few moves (docs/tiering.md, "What is measured").
+// Destinations without room (a device that returned ENOSPC) are skipped.
+func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bool) (moves []plannedMove, blocked int) {
 	var sizes [NumLevels]uint64
 	levelOf := make(map[string]int)
 	for level, tables := range levels {
@@ -161,7 +231,7 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo) []plannedMove {
 			}
 		}
 	}
-	plan := Compute(sizes, l.shape, l.targets)
+	plan := l.computePlan(sizes)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -169,9 +239,15 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo) []plannedMove {
 	for i := range l.usage {
 		clear(l.usage[i])
 	}
+	// Bytes per location of the tables in the LSM, as the pass plans (files
+	// Pebble is about to delete do not count).
+	total := make([]int64, len(l.locs))
 	var cands []plannedMove
 	for name, e := range l.files {
 		level, inLSM := levelOf[name]
+		if inLSM {
+			total[e.loc] += e.size
+		}
 		if !inLSM {
 			e.level = -1
 			// Blob files and files Pebble is about to delete: only a
@@ -188,6 +264,9 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo) []plannedMove {
 		e.level = level
 		l.usage[level][e.loc] += e.size
 		if e.creating || l.inputLocked(name) {
+			if !e.creating && (l.locs[e.loc].drain || !plan.allows(level, e.loc)) {
+				blocked++
+			}
 			continue
 		}
 		cands = append(cands, plannedMove{name: name, level: level, from: e.loc, size: e.size, entry: e, reason: reason})
@@ -214,53 +293,139 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo) []plannedMove {
 			}
 		}
 	}
-	var moves []plannedMove
 	moving := make(map[string]bool)
-	add := func(m plannedMove, to int) {
+	add := func(m plannedMove, to int) bool {
+		if to == m.from || (to < len(room) && !room[to]) {
+			return false
+		}
 		m.to = to
 		if m.level >= 0 {
 			used[m.level][m.from] -= m.size
 			used[m.level][to] += m.size
 		}
+		total[m.from] -= m.size
+		total[to] += m.size
 		moving[m.name] = true
 		moves = append(moves, m)
+		return true
+	}
+	fit := func(m plannedMove, from int) int {
+		return plan.firstFitRoom(m.level, from, m.size, func(p int) int64 { return used[m.level][p] }, room)
 	}
 	// 1. Files in a location their level has no share on: after a move
 	// compaction or an ingestion, a change of the plan, or in a draining
-	// directory.
+	// directory. A lazy pass takes only the draining ones here.
 	for _, m := range cands {
 		if m.level < 0 {
 			add(m, 0)
 			continue
 		}
-		if plan.allows(m.level, m.from) {
-			continue
-		}
 		if l.locs[m.from].drain {
 			m.reason = MoveDrain
+			add(m, fit(m, 0))
+			continue
 		}
-		add(m, plan.firstFit(m.level, 0, m.size, func(p int) int64 { return used[m.level][p] }))
+		if strict && !plan.allows(m.level, m.from) {
+			add(m, fit(m, 0))
+		}
 	}
-	// 2. Shares over their bytes by more than one target file: spill the
-	// oldest tables to the level's later shares until within.
-	for level, shares := range plan.Levels {
-		for i, s := range shares {
-			if s.Rest || used[level][s.Path] <= int64(s.Bytes+plan.minSplit[level]) {
+	if strict {
+		// 2. Shares over their bytes by more than one target file: spill
+		// the oldest tables to the level's later shares until within.
+		for level, shares := range plan.Levels {
+			for i, s := range shares {
+				if s.Rest || used[level][s.Path] <= int64(s.Bytes+plan.minSplit[level]) {
+					continue
+				}
+				for _, m := range cands {
+					if used[level][s.Path] <= int64(s.Bytes) {
+						break
+					}
+					if m.level != level || m.from != s.Path || moving[m.name] {
+						continue
+					}
+					m.reason = MoveSpill
+					add(m, fit(m, i+1))
+				}
+			}
+		}
+		return moves, blocked
+	}
+	// Lazy: paths over target by more than one target file evict until
+	// within target, tables their level does not want first, deepest level
+	// and oldest first, then spills.
+	slack := int64(plan.maxSplit())
+	evictOrder := append([]plannedMove(nil), cands...)
+	sort.SliceStable(evictOrder, func(i, j int) bool { return evictOrder[i].level > evictOrder[j].level })
+	for p := 0; p < len(l.targets)-1; p++ {
+		target := int64(l.targets[p])
+		// L0 beyond its share is compaction debt, soon compacted away: it
+		// does not count, or a write burst would evict colder tables for
+		// nothing.
+		if si := plan.shareIndex(0, p); si >= 0 {
+			if debt := used[0][p] - int64(plan.Levels[0][si].Bytes); debt > 0 {
+				target += debt
+			}
+		}
+		if total[p] <= target+slack {
+			continue
+		}
+		for _, m := range evictOrder {
+			if total[p] <= target {
+				break
+			}
+			if m.from != p || moving[m.name] || m.level < 0 || plan.allows(m.level, p) {
 				continue
 			}
+			add(m, fit(m, 0))
+		}
+		for level := NumLevels - 1; level >= 0 && total[p] > target; level-- {
+			si := plan.shareIndex(level, p)
+			if si < 0 || plan.Levels[level][si].Rest {
+				continue
+			}
+			s := plan.Levels[level][si]
 			for _, m := range cands {
-				if used[level][s.Path] <= int64(s.Bytes) {
+				if total[p] <= target || used[level][p] <= int64(s.Bytes) {
 					break
 				}
-				if m.level != level || m.from != s.Path || moving[m.name] {
+				if m.level != level || m.from != p || moving[m.name] {
 					continue
 				}
 				m.reason = MoveSpill
-				add(m, plan.firstFit(level, i+1, m.size, func(p int) int64 { return used[level][p] }))
+				add(m, fit(m, si+1))
 			}
 		}
 	}
-	return moves
+	return moves, blocked
+}
+
+// planAhead is how many times the fast paths' capacity (the targets of
+// every path but the last) computePlan sizes the levels for while the
+// database is smaller.
+const planAhead = 4
+
+// computePlan makes the plan for levels holding sizes bytes, planning
+// ahead: while the database is smaller than planAhead times what the paths
+// before the last can hold, the levels are sized as for a database of that
+// size (the bottom level holding the difference). Levels then keep the
+// paths they will have once the database has outgrown its fast paths,
+// instead of the bottom level starting in path 0 and being pushed down path
+// by path as it grows and Lbase rises (the plan changes that made most of
+// the mover's bytes while a database grew from empty; docs/tiering.md).
+// Beyond that size the plan follows the real level sizes.
+func (l *Layout) computePlan(sizes [NumLevels]uint64) Plan {
+	var fast, db uint64
+	for _, t := range l.targets[:len(l.targets)-1] {
+		fast += t
+	}
+	for _, s := range sizes {
+		db += s
+	}
+	if ahead := fast * planAhead; db < ahead {
+		sizes[NumLevels-1] += ahead - db
+	}
+	return Compute(sizes, l.shape, l.targets)
 }
 
 // move relocates one table: copy to a temporary name in the new path,
@@ -326,6 +491,7 @@ func (l *Layout) move(ctx context.Context, m plannedMove) (err error) {
 		l.addOrphan(src)
 		return err
 	}
+	l.switchReaders(m.name, m.from, m.to, n)
 	if err = l.base.Remove(src); err != nil && !oserror.IsNotExist(err) {
 		l.addOrphan(src)
 		return fmt.Errorf("tiering: move %s: remove the old copy: %w", m.name, err)
@@ -354,7 +520,7 @@ func (l *Layout) copyTo(ctx context.Context, m plannedMove, src, tmp string) (in
 	if err != nil {
 		return 0, fmt.Errorf("tiering: move %s: %w", m.name, err)
 	}
-	n, err := copyCtx(ctx, out, in)
+	n, err := l.copyCtx(ctx, out, in)
 	if err == nil && n != fi.Size() {
 		err = fmt.Errorf("tiering: move %s: copied %d of %d bytes", m.name, n, fi.Size())
 	}
@@ -375,13 +541,17 @@ func (l *Layout) copyTo(ctx context.Context, m plannedMove, src, tmp string) (in
 	return n, err
 }
 
-// copyCtx copies in to out in 1 MiB chunks, stopping when ctx is done.
-func copyCtx(ctx context.Context, out io.Writer, in io.Reader) (int64, error) {
-	buf := make([]byte, 1<<20)
+// copyCtx copies in to out in chunks paced by Options.MoveRate, stopping
+// when ctx is done.
+func (l *Layout) copyCtx(ctx context.Context, out io.Writer, in io.Reader) (int64, error) {
+	buf := make([]byte, l.limiter.chunk())
 	var n int64
 	for {
 		if ctx.Err() != nil {
 			return n, errStopped
+		}
+		if err := l.limiter.wait(ctx, len(buf)); err != nil {
+			return n, err
 		}
 		r, rerr := in.Read(buf)
 		if r > 0 {
@@ -424,8 +594,14 @@ func (l *Layout) recordMove(m plannedMove, n int64, err error) {
 		l.pstats[m.from].movedOutBytes += n
 		l.pstats[m.to].movedInFiles++
 		l.pstats[m.to].movedInBytes += n
-	case errors.Is(err, ErrObsolete), errors.Is(err, errStopped):
+	case errors.Is(err, errStopped):
+		l.interrupted++
+		l.logf("tiering: move of %s from %s to %s interrupted by Close; the next pass redoes it", m.name, l.locs[m.from].dir, l.locs[m.to].dir)
+	case errors.Is(err, ErrObsolete):
 	default:
+		if vfs.IsNoSpaceError(err) {
+			l.fullAt[m.to] = time.Now()
+		}
 		l.moveFailures.Add(1)
 		l.pstats[m.to].failures++
 		l.errorf("tiering: move %s from %s to %s: %v", m.name, l.locs[m.from].dir, l.locs[m.to].dir, err)

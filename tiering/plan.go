@@ -208,6 +208,12 @@ func Place(levelTargets [NumLevels]uint64, baseLevel int, pathTargets []uint64, 
 func Compute(sizes [NumLevels]uint64, shape LevelShape, pathTargets []uint64) Plan {
 	shape = shape.withDefaults()
 	targets, base := LevelTargets(sizes, shape)
+	return placeFor(targets, base, shape, pathTargets)
+}
+
+// placeFor places levels of the given targets, with split sizes from shape
+// (with defaults).
+func placeFor(targets [NumLevels]uint64, base int, shape LevelShape, pathTargets []uint64) Plan {
 	var minSplit [NumLevels]uint64
 	for level := range minSplit {
 		minSplit[level] = uint64(shape.targetFileSize(level, base))
@@ -286,6 +292,38 @@ func (p Plan) firstFit(level int, from int, size int64, used func(path int) int6
 		}
 	}
 	return shares[len(shares)-1].Path
+}
+
+// firstFitRoom is firstFit skipping paths without room (room[p] false: a
+// device that returned ENOSPC); when no share of the level has room it
+// returns the first path after the level's last share that has, or the
+// last share's path when none has.
+func (p Plan) firstFitRoom(level int, from int, size int64, used func(path int) int64, room []bool) int {
+	ok := func(path int) bool { return path >= len(room) || room[path] }
+	shares := p.Levels[level]
+	for i := from; i < len(shares); i++ {
+		s := shares[i]
+		if ok(s.Path) && (s.Rest || used(s.Path)+size <= int64(s.Bytes)) {
+			return s.Path
+		}
+	}
+	last := shares[len(shares)-1].Path
+	for path := last; path < len(room); path++ {
+		if ok(path) {
+			return path
+		}
+	}
+	return last
+}
+
+// maxSplit returns the largest target file size of any level: the slack a
+// path may run over its target before the mover evicts.
+func (p Plan) maxSplit() uint64 {
+	var m uint64
+	for _, v := range p.minSplit {
+		m = max(m, v)
+	}
+	return m
 }
 
 // shareIndex returns the index of path among level's shares, or -1.

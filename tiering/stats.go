@@ -16,9 +16,22 @@ type PathStats struct {
 	// Draining is set for a directory no longer in db_paths (or db_path when
 	// it is not a path) whose tables the mover is moving out.
 	Draining bool
-	// Files and Bytes count the table and blob files living here.
+	// Files counts the table and blob files living here. Bytes counts the
+	// bytes really on the device: those files, plus old copies of moved
+	// tables a reader still holds open (RetainedBytes).
 	Files int
 	Bytes int64
+	// RetainedBytes counts old copies of tables moved away whose reader
+	// could not follow them (see docs/tiering.md); the device frees them
+	// when the reader closes.
+	RetainedBytes int64
+	// Full is set while the path is skipped because it returned ENOSPC and
+	// has not had room since.
+	Full bool
+	// SpilledFiles counts new tables sent to a later path because this one
+	// was full; SpilledBytes the bytes already written here that were
+	// copied along when a table's write hit ENOSPC.
+	SpilledFiles, SpilledBytes int64
 	// FillPercent is Bytes as a percentage of TargetSize (0 when draining).
 	FillPercent float64
 	// Levels lists the levels with a share on this path in the current plan.
@@ -50,6 +63,12 @@ type Stats struct {
 	MovedFiles, MovedBytes, MoveFailures int64
 	// MovedBytesByReason splits MovedBytes by MoveReason.
 	MovedBytesByReason [numMoveReasons]int64
+	// MovesInterrupted counts moves Close stopped before their switch
+	// (rolled back; a later pass redoes them).
+	MovesInterrupted int64
+	// SpilledFiles counts new tables that went to a later path because
+	// theirs was full (ENOSPC).
+	SpilledFiles int64
 	// Recovery is what New cleaned up after an interrupted move.
 	Recovery RecoveryStats
 }
@@ -80,6 +99,7 @@ func (l *Layout) Stats() Stats {
 		MoveFailures:       l.moveFailures.Load(),
 		Recovery:           l.recovered,
 		MovedBytesByReason: l.movedByReason,
+		MovesInterrupted:   l.interrupted,
 	}
 	s.Paths = make([]PathStats, len(l.locs))
 	for i, loc := range l.locs {
@@ -93,7 +113,13 @@ func (l *Layout) Stats() Stats {
 			MovedOutFiles: c.movedOutFiles,
 			MovedOutBytes: c.movedOutBytes,
 			MoveFailures:  c.failures,
+			RetainedBytes: l.retained[i],
+			Bytes:         l.retained[i],
+			Full:          !l.fullAt[i].IsZero(),
+			SpilledFiles:  l.spilledFiles[i],
+			SpilledBytes:  l.spilledBytes[i],
 		}
+		s.SpilledFiles += l.spilledFiles[i]
 		if !loc.drain {
 			s.Paths[i].Levels = l.plan.PathLevels(i)
 		}
@@ -114,7 +140,7 @@ func (l *Layout) Stats() Stats {
 func (s Stats) String() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "path\tdir\tfiles\tbytes\ttarget\tfill\tlevels\tmoved in\tmoved out\tfailures")
+	fmt.Fprintln(w, "path\tdir\tfiles\tbytes\ttarget\tfill\tlevels\tmoved in\tmoved out\tfailures\tspilled")
 	for i, p := range s.Paths {
 		target, fill := humanBytes(p.TargetSize), fmt.Sprintf("%.0f%%", p.FillPercent)
 		if p.Draining {
@@ -124,15 +150,22 @@ func (s Stats) String() string {
 		for j, lv := range p.Levels {
 			levels[j] = fmt.Sprintf("L%d", lv)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d (%s)\t%d (%s)\t%d\n", i, p.Dir, p.Files, humanBytes(uint64(max(p.Bytes, 0))),
+		spilled := fmt.Sprintf("%d", p.SpilledFiles)
+		if p.Full {
+			spilled += " (full)"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d (%s)\t%d (%s)\t%d\t%s\n", i, p.Dir, p.Files, humanBytes(uint64(max(p.Bytes, 0))),
 			target, fill, strings.Join(levels, ","), p.MovedInFiles, humanBytes(uint64(p.MovedInBytes)),
-			p.MovedOutFiles, humanBytes(uint64(p.MovedOutBytes)), p.MoveFailures)
+			p.MovedOutFiles, humanBytes(uint64(p.MovedOutBytes)), p.MoveFailures, spilled)
 	}
 	_ = w.Flush()
 	fmt.Fprintf(&b, "plan: %s\n", s.Plan)
 	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation, %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
 		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedInFirstPath,
 		s.MovedFiles, humanBytes(uint64(s.MovedBytes)), 100*s.MovedShare(), s.MoveFailures)
+	if s.MovesInterrupted > 0 || s.SpilledFiles > 0 {
+		fmt.Fprintf(&b, "%d moves interrupted by Close (redone later); %d new tables spilled to a later path because theirs was full\n", s.MovesInterrupted, s.SpilledFiles)
+	}
 	if s.MovedBytes > 0 {
 		b.WriteString("moved by reason:")
 		for r, n := range s.MovedBytesByReason {
