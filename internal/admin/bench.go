@@ -55,7 +55,7 @@ type benchCommon struct {
 func (o *benchCommon) AddFlags(fs *pflag.FlagSet, defServers []string) {
 	fs.StringSliceVar(&o.servers, "servers", defServers, "servers to run, of strata, etcd34 and etcd37")
 	fs.StringVar(&o.strata, "strata", "", "strata `EXECUTABLE` that runs `serve` (default: this program)")
-	fs.StringVar(&o.strataTOML, "strata-toml", "", "TOML `LINES` added to the top level of Strata's generated config, e.g. 'memtable_size_mb = 16'")
+	fs.StringVar(&o.strataTOML, "strata-toml", "", "TOML `LINES` appended to Strata's generated config (db_path, server.listen): top-level or dotted keys, e.g. 'server.memory_budget_mb = 32'")
 	fs.StringVar(&o.etcd, "etcd", "etcd", "etcd 3.4 `EXECUTABLE` (Debian's etcd-server)")
 	fs.StringVar(&o.etcd37, "etcd37", "", "etcd 3.7 `EXECUTABLE` built from ./internal/bench/etcd37 (default: built now with go build)")
 	fs.StringVar(&o.dir, "dir", "", "`DIR` for the servers' temporary data directories (default: the system's temporary directory)")

@@ -54,9 +54,9 @@ type Programs struct {
 	// StrataEnv is added to the environment of the strata process (tests
 	// run their own binary as strata).
 	StrataEnv []string
-	// StrataTOML is added to the top level of the server's generated
-	// config file, before its [server] section: engine settings to try,
-	// such as "memtable_size_mb = 16".
+	// StrataTOML is appended to the server's generated config file, whose
+	// own keys are db_path and server.listen: settings to try, as
+	// top-level or dotted keys, such as "server.memory_budget_mb = 32".
 	StrataTOML string
 	// Etcd is the etcd 3.4 binary.
 	Etcd string
@@ -122,7 +122,7 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 			return nil, s.fail(errors.New("no strata executable given"))
 		}
 		conf := filepath.Join(dir, "strata.toml")
-		text := fmt.Sprintf("db_path = %q\n%s\n[server]\nlisten = %q\n", filepath.Join(dir, "db"), p.StrataTOML, s.Endpoint)
+		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s\n", filepath.Join(dir, "db"), s.Endpoint, p.StrataTOML)
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, s.fail(err)
 		}
