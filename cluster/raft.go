@@ -523,7 +523,7 @@ func (n *raftNode) propose(ctx context.Context, kind byte, body []byte) (any, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	if n.lead.Load() == 0 {
+	if !n.hasLeader() {
 		if err := n.waitLeader(ctx); err != nil {
 			return nil, err
 		}
@@ -546,13 +546,20 @@ func (n *raftNode) propose(ctx context.Context, kind byte, body []byte) (any, er
 	}
 }
 
+// hasLeader reports whether a leader is known that is still a member: a
+// proposal forwarded to a leader that removed itself would be lost.
+func (n *raftNode) hasLeader() bool {
+	lead := n.lead.Load()
+	return lead != 0 && !n.isRemoved(lead)
+}
+
 // waitLeader waits up to an election timeout for a leader to be known.
 func (n *raftNode) waitLeader(ctx context.Context) error {
 	t := time.NewTimer(n.cfg.TickInterval * time.Duration(2*n.cfg.ElectionTicks))
 	defer t.Stop()
 	tick := time.NewTicker(n.cfg.TickInterval / 4)
 	defer tick.Stop()
-	for n.lead.Load() == 0 {
+	for !n.hasLeader() {
 		select {
 		case <-tick.C:
 		case <-t.C:
@@ -650,6 +657,11 @@ func (n *raftNode) AddMember(ctx context.Context, peerURLs []string) (Member, er
 	}
 	n.confMu.Lock()
 	defer n.confMu.Unlock()
+	// Check against the member list as of now, not as this member last
+	// applied it (a change made through another member may be on its way).
+	if err := n.ReadBarrier(ctx); err != nil {
+		return Member{}, err
+	}
 	n.membersMu.RLock()
 	for _, u := range peerURLs {
 		if m := n.members.byPeerURL(u); m != nil {
@@ -675,6 +687,9 @@ func (n *raftNode) AddMember(ctx context.Context, peerURLs []string) (Member, er
 func (n *raftNode) RemoveMember(ctx context.Context, id uint64) error {
 	n.confMu.Lock()
 	defer n.confMu.Unlock()
+	if err := n.ReadBarrier(ctx); err != nil {
+		return err
+	}
 	n.membersMu.RLock()
 	_, ok := n.members.Members[id]
 	n.membersMu.RUnlock()
@@ -692,7 +707,7 @@ func (n *raftNode) proposeConfChange(ctx context.Context, reqID uint64, cc *pb.C
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	if n.lead.Load() == 0 {
+	if !n.hasLeader() {
 		if err := n.waitLeader(ctx); err != nil {
 			return err
 		}

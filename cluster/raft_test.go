@@ -495,7 +495,9 @@ func TestRaftAddRemoveMember(t *testing.T) {
 	if !errors.Is(err, ErrMemberNotFound) {
 		t.Fatalf("removing again: %v, want ErrMemberNotFound", err)
 	}
+	c.leader() // proposals forwarded to the removed leader would be lost
 	if _, err := c.put(2, "after-remove", "v"); err != nil {
+		c.dump()
 		t.Fatal(err)
 	}
 	c.converge()
@@ -575,6 +577,16 @@ func TestRaftRefusesOtherCluster(t *testing.T) {
 	// The right config still starts.
 	c.restart(2)
 	c.converge()
+}
+
+// dump logs every running member's raft status.
+func (c *testCluster) dump() {
+	for i, n := range c.nodes {
+		if n != nil {
+			st := n.(*raftNode).raft.Status()
+			c.t.Logf("member %d: %+v applied %d; %s", i, n.Status(), n.(*raftNode).applied.Load(), st.String())
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

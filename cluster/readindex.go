@@ -75,7 +75,7 @@ func (n *raftNode) readIndex() (uint64, error) {
 	binary.BigEndian.PutUint64(rctx, n.reqID.Add(1))
 	retry := n.cfg.TickInterval * time.Duration(max(n.cfg.ElectionTicks/2, 2))
 	for {
-		if n.lead.Load() == 0 {
+		if !n.hasLeader() {
 			if err := n.waitLeader(ctx); err != nil {
 				return 0, err
 			}
