@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/internal/tune"
 	"github.com/stratadb/strata/report"
 )
@@ -18,6 +21,7 @@ type compressionOptions struct {
 	data       dataOptions
 	configPath string
 	profiles   string
+	configs    string
 	dir        string
 	repeat     int
 	baseline   bool
@@ -25,7 +29,35 @@ type compressionOptions struct {
 	plot       string
 	format     report.Format
 
-	parsed []tune.Profile // set by Validate
+	profilesSet bool           // --profiles was given
+	parsed      []tune.Profile // set by Validate
+}
+
+// parseConfigs reads --configs: one profile per config file, "default"
+// for config.Default(), each labelled with its file name.
+func parseConfigs(list string) ([]tune.Profile, error) {
+	var out []tune.Profile
+	var errs []error
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		switch item {
+		case "":
+			continue
+		case "default":
+			out = append(out, tune.ConfigProfile("default", config.Default()))
+			continue
+		}
+		cfg, err := config.Load(item)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--configs: %w", err))
+			continue
+		}
+		out = append(out, tune.ConfigProfile(filepath.Base(item), cfg))
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("--configs %q: no config given: list config files or default", list))
+	}
+	return out, errors.Join(errs...)
 }
 
 // AddFlags registers compression's flags.
@@ -33,6 +65,7 @@ func (o *compressionOptions) AddFlags(fs *pflag.FlagSet) {
 	o.data.AddFlags(fs)
 	fs.StringVar(&o.profiles, "profiles", tune.DefaultProfiles, "comma-separated `LIST` of default/bottommost codec pairs (none, snappy, lz4, zstd, zstd:N, minlz)")
 	fs.StringVar(&o.configPath, "config", "", "base config `FILE` (default: the default config); its paths are ignored")
+	fs.StringVar(&o.configs, "configs", "", "instead of --profiles and --config: one row per config, a comma-separated `LIST` of config files, \"default\" for the default config")
 	fs.StringVar(&o.dir, "dir", "", "keep the databases in a new directory under `DIR` (default: a temporary directory, removed after)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run each profile `N` times and report the median of each figure")
 	fs.BoolVar(&o.baseline, "baseline", false, "also run each profile on raw Pebble with identical options and add Strata/Pebble ratio columns")
@@ -52,9 +85,18 @@ func (o *compressionOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--min-time %s: must be > 0", o.minTime))
 	}
 	errs = append(errs, checkPlotPath(o.plot))
-	p, err := tune.ParseProfiles(o.profiles)
-	errs = append(errs, err)
-	o.parsed = p
+	if o.configs != "" {
+		if o.profilesSet || o.configPath != "" {
+			errs = append(errs, fmt.Errorf("--configs %s: give either --configs or --profiles/--config: each config brings its own codecs", o.configs))
+		}
+		p, err := parseConfigs(o.configs)
+		errs = append(errs, err)
+		o.parsed = p
+	} else {
+		p, err := tune.ParseProfiles(o.profiles)
+		errs = append(errs, err)
+		o.parsed = p
+	}
 	if o.dir != "" {
 		errs = append(errs, tune.CheckWritableDir(o.dir))
 	}
@@ -93,9 +135,11 @@ read MB/s with the Pareto frontier marked.`,
   tune compression --repeat 3 --baseline --format markdown
   tune compression --profiles none/none,lz4/zstd,minlz/zstd,zstd:1/zstd:6 --config strata.toml
   tune compression --input entities.jsonl --dir /mnt/nvme/tune --format json
-  tune compression --profiles lz4/zstd,lz4/zstd:19 --plot tradeoff.svg`,
+  tune compression --profiles lz4/zstd,lz4/zstd:19 --plot tradeoff.svg
+  tune compression --configs default,strata-small.toml --baseline --repeat 3`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.profilesSet = cmd.Flags().Changed("profiles")
 			if err := o.Validate(); err != nil {
 				return err
 			}

@@ -126,6 +126,8 @@ func TestCompressionCommandErrors(t *testing.T) {
 		{[]string{"recommend", "--plot", "tradeoff.png"}, "--plot tradeoff.png: the plot is SVG"},
 		{[]string{"compression", "--plot", filepath.Join(file, "x.svg")}, "does not exist"},
 		{[]string{"compression", "--min-time", "-1s"}, "--min-time -1s: must be > 0"},
+		{[]string{"compression", "--configs", "default", "--profiles", "lz4/zstd"}, "give either --configs or --profiles/--config"},
+		{[]string{"compression", "--configs", "default," + bad + ".toml"}, "--configs: "},
 		{[]string{"doctor"}, "need --config FILE or --db DIR"},
 		{[]string{"doctor", "--db", t.TempDir()}, "not a Strata database"},
 		{[]string{"doctor", "--db", t.TempDir(), "--format", "csv"}, "--format csv: allowed are table, markdown, json"},

@@ -23,10 +23,47 @@ const DefaultProfiles = "none/none,lz4/zstd,zstd/zstd,snappy/zstd"
 type Profile struct {
 	// Default is compression_default, Bottommost compression_bottommost.
 	Default, Bottommost string
+	// Config, if set, is a whole config the row runs with instead of the
+	// base config with the two codecs (its paths are ignored), and Label
+	// names it ("default", "size.toml"); see ConfigProfile.
+	Config *config.Config
+	Label  string
 }
 
-// String returns "default/bottommost" as written.
-func (p Profile) String() string { return p.Default + "/" + p.Bottommost }
+// ConfigProfile returns the row of a whole config: cfg as it is, named
+// label.
+func ConfigProfile(label string, cfg *config.Config) Profile {
+	return Profile{Default: cfg.CompressionDefault, Bottommost: cfg.CompressionBottommost, Config: cfg, Label: label}
+}
+
+// String returns "default/bottommost" as written, or the label of a whole
+// config.
+func (p Profile) String() string {
+	if p.Label != "" {
+		return p.Label
+	}
+	return p.Default + "/" + p.Bottommost
+}
+
+// runConfig returns the config of p's runs: its whole config, or base
+// with its codecs; db_path = dir and every other path cleared.
+func (p Profile) runConfig(base *config.Config, dir string) *config.Config {
+	if p.Config != nil {
+		return runConfig(p.Config, p.Config.CompressionDefault, p.Config.CompressionBottommost, dir)
+	}
+	return runConfig(base, p.Default, p.Bottommost, dir)
+}
+
+// name returns the row's name: its effective codecs ("lz4 / zstd"), after
+// the label of a whole config with its bottommost block size ("size.toml:
+// lz4 / zstd:19, 128 KB").
+func (p Profile) name(base *config.Config) string {
+	cfg := p.runConfig(base, "")
+	if p.Config == nil {
+		return codecPair(cfg)
+	}
+	return fmt.Sprintf("%s: %s, %s", p.Label, codecPair(cfg), formatBlockSize(cfg.LevelBlockSize(6)))
+}
 
 // ParseProfiles parses a comma-separated list of default/bottommost codec
 // pairs ("none/none,lz4/zstd"). Each codec must be a name
@@ -127,7 +164,7 @@ func (o *CompressionOptions) Validate() error {
 	}
 	base := o.base()
 	for _, p := range o.profiles() {
-		if err := runConfig(base, p.Default, p.Bottommost, "validate").Validate(); err != nil {
+		if err := p.runConfig(base, "validate").Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("profile %s: %w", p, err))
 		}
 	}
@@ -183,6 +220,9 @@ type CompressionRow struct {
 	WriteVsPebble, ReadVsPebble, ScanVsPebble float64
 	// Runs are the Strata runs; PebbleRuns the baseline's, in run order.
 	Runs, PebbleRuns []Run
+	// Pebble holds the baseline's own figures (medians of PebbleRuns),
+	// named "raw Pebble: " and the row's name; nil without a baseline.
+	Pebble *CompressionRow
 }
 
 // CompressionResult is the outcome of RunCompression.
@@ -233,7 +273,7 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 	order := readOrder(data.Len(), o.Seed)
 	rows := make([]CompressionRow, len(profiles))
 	for i, prof := range profiles {
-		rows[i] = CompressionRow{Profile: prof, Name: codecPair(runConfig(base, prof.Default, prof.Bottommost, ""))}
+		rows[i] = CompressionRow{Profile: prof, Name: prof.name(base)}
 	}
 	// Repeat-major order, so that a drift of the machine's speed spreads
 	// over every row; with a baseline, Strata and Pebble alternate which
@@ -249,7 +289,7 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 				p.Describe(fmt.Sprintf("%s run %d/%d %s", rows[i].Name, rep+1, repeat, impl))
 				run, err := measure(ctx, runSpec{
 					impl:     impl,
-					cfg:      runConfig(base, prof.Default, prof.Bottommost, dir),
+					cfg:      prof.runConfig(base, dir),
 					data:     data,
 					order:    order,
 					minTime:  o.MinTime,
@@ -307,6 +347,10 @@ func (r *CompressionRow) summarize(raw int64) {
 		r.ReadVsPebble = vs(func(x Run) float64 { return x.ReadSeconds })
 		r.ScanVsPebble = vs(func(x Run) float64 { return x.ScanSeconds })
 	}
+	if len(r.PebbleRuns) > 0 {
+		r.Pebble = &CompressionRow{Profile: r.Profile, Name: "raw Pebble: " + r.Name, Runs: r.PebbleRuns}
+		r.Pebble.summarize(raw)
+	}
 }
 
 // Table returns the result as a report.Table: the seed's columns, then
@@ -341,6 +385,10 @@ func (res *CompressionResult) Table() *report.Table {
 			row = append(row, r.WriteVsPebble, r.ReadVsPebble, r.ScanVsPebble)
 		}
 		t.Rows = append(t.Rows, row)
+		if pr := r.Pebble; pr != nil {
+			t.Rows = append(t.Rows, []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.ScanMBps,
+				pr.SizeBeforeBytes / MiB, pr.CompactSeconds, nil, nil, nil, nil})
+		}
 		for _, name := range []string{r.Profile.Default, r.Profile.Bottommost} {
 			if c, err := compression.ParseCodec(name); err == nil && c.Algorithm == compression.LZ4 {
 				lz4 = true

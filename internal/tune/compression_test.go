@@ -191,11 +191,40 @@ func TestCompressionBaseline(t *testing.T) {
 			t.Errorf("JSON row lacks %q", key)
 		}
 	}
+	// Each profile's row is followed by raw Pebble's own figures.
+	if len(rows) != 4 || rows[1]["compression"] != "raw Pebble: none / none" || rows[3]["compression"] != "raw Pebble: lz4 / zstd" {
+		t.Fatalf("rows %v", rows)
+	}
+	for _, key := range []string{"ratio", "write_mb_s", "read_mb_s", "write_mb_per_cpu_s", "read_mb_per_cpu_s"} {
+		if v, ok := rows[1][key].(float64); !ok || !(v > 0) {
+			t.Errorf("raw Pebble row: %s = %v, want > 0", key, rows[1][key])
+		}
+	}
 	// Raw Pebble's compaction moves the lz4 table down as MinLZ; the note says so.
 	var text bytes.Buffer
 	_ = res.Table().Render(&text, "markdown")
 	if !strings.Contains(text.String(), "raw Pebble's tables carry MinLZ") {
 		t.Errorf("no note on Pebble's codecs:\n%s", text.String())
+	}
+}
+
+// TestCompressionConfigs: whole configs as rows, each run with its own
+// settings beyond the codecs (here bottommost_block_size).
+func TestCompressionConfigs(t *testing.T) {
+	big := config.Default()
+	big.BottommostBlockSize = 128 << 10
+	small := config.Default()
+	small.BottommostBlockSize = 0 // block_size, 4 KB
+	profiles := []Profile{ConfigProfile("4k.toml", small), ConfigProfile("128k.toml", big)}
+	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: smallData(t), Profiles: profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collectNames(res); !slices.Equal(got, []string{"4k.toml: lz4 / zstd, 4 KB", "128k.toml: lz4 / zstd, 128 KB"}) {
+		t.Fatalf("rows %q", got)
+	}
+	if !(res.Rows[1].DBSizeBytes < res.Rows[0].DBSizeBytes) {
+		t.Errorf("128 KB bottommost blocks store %.0f bytes, 4 KB blocks %.0f: want smaller", res.Rows[1].DBSizeBytes, res.Rows[0].DBSizeBytes)
 	}
 }
 
@@ -238,7 +267,7 @@ func TestParseProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p) != 4 || p[2] != (Profile{"zstd:1", "zstd:6"}) {
+	if len(p) != 4 || p[2] != (Profile{Default: "zstd:1", Bottommost: "zstd:6"}) {
 		t.Fatalf("%v", p)
 	}
 	for _, tc := range []struct{ in, want string }{

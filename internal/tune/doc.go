@@ -12,8 +12,10 @@
 //   - RunCompression: the seed's compression table (`tune compression`).
 //   - RunCodecs: the raw block codecs on one core (`tune codecs`).
 //   - ReadDBOptions, ImportOptions: OPTIONS files (`tune options`, `tune import`).
-//   - RunRecommend: candidate settings on a sample, the Pareto frontier and
-//     a recommended config (`tune recommend`).
+//   - RunRecommend: candidate settings on a sample and a recommended config
+//     for a goal stated as constraints against the base config, with the
+//     Pareto frontier (`tune recommend`); PlotTradeoff draws the trade-off
+//     as SVG (--plot).
 //   - RunDoctor: findings on an existing database (`tune doctor`).
 //   - RunMemory: etcd's storage memory tables for mvcc's key index and
 //     store, each row in a fresh process (internal/memtable), with c1 and
@@ -50,7 +52,15 @@
 //     key, after the reads (so with the blocks the reads cached), every
 //     key and value checked.
 //
-// The Go garbage collector runs before each timed phase. With --repeat N
+// Each timed phase (write, read, scan) repeats its work until it has run
+// --min-time (DefaultMinTime, 1 s): a write pass writes every entity into
+// a fresh database (removed after), a read pass follows a reopen; each
+// figure is per pass. Beside each MB/s, MB/CPU-s divides the same bytes by
+// the process's CPU time (user + system, every thread, Pebble's background
+// work included) over the passes. A profile may be a whole config file
+// (--configs), so that configs differing in more than codecs share one run.
+//
+// The Go garbage collector runs before each pass. With --repeat N
 // each figure is the median of the N runs, taken per column. With
 // --baseline each run is repeated on raw Pebble (pebble.Open with
 // engine.PebbleOptions of the same config: identical options, without
@@ -59,5 +69,7 @@
 // / Pebble MB/s. Both sides compare each value in place, without a copy:
 // Strata through engine.DB.View, Pebble before releasing its Get. Pebble's compaction moves a lone table down without
 // rewriting it, so its tables may keep the L0 codec; the table notes when
-// the two compared different codecs. Pebble's sizes are not reported.
+// the two compared different codecs. Each profile's raw-Pebble figures
+// follow its row ("raw Pebble: ...", W-Amp left empty: it is Strata's
+// accounting).
 package tune

@@ -22,7 +22,7 @@ func BenchmarkMeasure(b *testing.B) {
 		b.Fatal(err)
 	}
 	order := readOrder(data.Len(), 1)
-	for _, profile := range []Profile{{"none", "none"}, {"lz4", "zstd"}} {
+	for _, profile := range []Profile{{Default: "none", Bottommost: "none"}, {Default: "lz4", Bottommost: "zstd"}} {
 		for _, impl := range []Implementation{Strata, Pebble} {
 			b.Run(fmt.Sprintf("profile=%s/impl=%s", slug(profile.String()), impl), func(b *testing.B) {
 				b.ReportAllocs()

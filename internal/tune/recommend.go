@@ -103,7 +103,7 @@ const (
 
 // The values recommend tries around the base.
 var (
-	recommendPairs        = []Profile{{"none", "none"}, {"lz4", "zstd"}, {"zstd", "zstd"}, {"snappy", "zstd"}, {"minlz", "zstd"}}
+	recommendPairs        = []Profile{{Default: "none", Bottommost: "none"}, {Default: "lz4", Bottommost: "zstd"}, {Default: "zstd", Bottommost: "zstd"}, {Default: "snappy", Bottommost: "zstd"}, {Default: "minlz", Bottommost: "zstd"}}
 	recommendZstdLevels   = []int{3, 6, 9, 19}
 	recommendBottomBlocks = []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10}
 	recommendBlockSizes   = []int{4 << 10, 16 << 10}
