@@ -55,6 +55,14 @@ type Config struct {
 	// must be distinct and not nested in another. The default value is empty.
 	DBPaths []DBPath `toml:"db_paths" yaml:"db_paths" json:"db_paths"`
 
+	// TieringMoveRateMB caps, in MiB per second, how fast the tiered
+	// layout's mover copies tables between db_paths (after the LSM changes
+	// shape, when db_paths changes, and in CompactAll's final settling), so
+	// that moving does not starve foreground reads, flushes and
+	// compactions. 0 means unlimited. Only used with db_paths. The default
+	// value is 64.
+	TieringMoveRateMB int64 `toml:"tiering_move_rate_mb" yaml:"tiering_move_rate_mb" json:"tiering_move_rate_mb"`
+
 	// CompressionDefault is the block codec of levels 0-5: none, snappy, lz4,
 	// zstd, zstd:N or minlz. lz4 is stored as minlz (Pebble's block format has
 	// no LZ4; see package compression). The default value is "lz4".
@@ -213,6 +221,7 @@ func Default() *Config {
 		CompressionDefault:               "lz4",
 		CompressionBottommost:            "zstd",
 		ZstdLevel:                        compression.DefaultZstdLevel,
+		TieringMoveRateMB:                64,
 		BlockSize:                        4096,
 		BottommostBlockSize:              32768,
 		BlockCacheSizeMB:                 256,

@@ -552,6 +552,8 @@ func (imp *importer) strataComment(body string) error {
 		c.DBPaths = paths
 	case "zstd_level":
 		return parseInt("strata: "+key, value, &c.ZstdLevel)
+	case "tiering_move_rate_mb":
+		return parseInt("strata: "+key, value, &c.TieringMoveRateMB)
 	case "bottommost_block_size":
 		return parseInt("strata: "+key, value, &c.BottommostBlockSize)
 	case "block_cache_size_mb":

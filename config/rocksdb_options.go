@@ -99,6 +99,7 @@ func (c *Config) RocksDBOptions() string {
 	w.strata("db_path", escapeValue(c.DBPath, strataSpecial))
 	w.strata("wal_failover_dir", escapeValue(c.WALFailoverDir, strataSpecial))
 	w.strata("db_paths", formatDBPaths(c.DBPaths))
+	w.strata("tiering_move_rate_mb", strconv.FormatInt(c.TieringMoveRateMB, 10))
 	w.strata("zstd_level", strconv.Itoa(c.ZstdLevel))
 
 	w.section(sectionVersion)

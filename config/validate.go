@@ -32,6 +32,7 @@ func (c *Config) Validate() error {
 	}
 	v.walFailoverDir(c)
 	v.dbPaths(c.DBPaths)
+	v.between("tiering_move_rate_mb", c.TieringMoveRateMB, 0, 1<<20)
 	v.codec("compression_default", c.CompressionDefault)
 	v.codec("compression_bottommost", c.CompressionBottommost)
 	v.between("zstd_level", int64(c.ZstdLevel), 1, compression.MaxZstdLevel)
