@@ -40,15 +40,16 @@ func (db *DB) Stats() (string, error) {
 	_ = tw.Flush()
 
 	levels, bottom, _ := db.cfg.Codecs()
-	fmt.Fprintf(&b, "Compression: L0-L5 %s, L6 %s\n", levels.Describe(), bottom.Describe())
+	fmt.Fprintf(&b, "Compression: L0-L5 %s, L6 %s; data blocks: L0-L5 %d bytes, L6 %d bytes (bottommost_block_size)\n",
+		levels.Describe(), bottom.Describe(), db.cfg.LevelBlockSize(0), db.cfg.LevelBlockSize(6))
 	if levels.Algorithm == compression.LZ4 || bottom.Algorithm == compression.LZ4 {
 		b.WriteString("  lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec.\n")
 	}
 	fmt.Fprintf(&b, "Write amplification: %.2f (%.2f MB written to tables for %.2f MB of user writes)\n", m.WriteAmp, mb(int64(m.TableBytesWritten)), mb(int64(m.UserBytesIn)))
 	fmt.Fprintf(&b, "Block cache: %.2f MB used of %.2f MB, %d blocks, hits %d, misses %d, hit rate %.1f%%\n",
 		mb(m.BlockCache.UsedBytes), mb(m.BlockCache.CapacityBytes), m.BlockCache.Blocks, m.BlockCache.Hits, m.BlockCache.Misses, 100*m.BlockCache.HitRate)
-	fmt.Fprintf(&b, "Bloom filter: %d bits/key, useful %d, not useful %d, usefulness %.1f%%\n",
-		db.cfg.BloomBitsPerKey, m.Filter.Hits, m.Filter.Misses, 100*m.Filter.Usefulness)
+	fmt.Fprintf(&b, "Bloom filter: %d bits/key, L6 filters consulted %v (optimize_filters_for_hits = %v), useful %d, not useful %d, usefulness %.1f%%\n",
+		db.cfg.BloomBitsPerKey, db.useL6Filters(), db.cfg.OptimizeFiltersForHits, m.Filter.Hits, m.Filter.Misses, 100*m.Filter.Usefulness)
 	if m.WAL.Enabled {
 		fmt.Fprintf(&b, "WAL: dir %s, sync %v, %d live files (%.2f MB), %.2f MB logical in, %.2f MB written, %d syncs, %d files created\n",
 			m.WAL.Dir, m.WAL.Sync, m.WAL.LiveFiles, mb(int64(m.WAL.LiveBytes)), mb(int64(m.WAL.BytesIn)), mb(m.WAL.FS.BytesWritten), m.WAL.FS.Syncs, m.WAL.FS.Files)
