@@ -161,8 +161,9 @@ func TestCreatePlacesByLevel(t *testing.T) {
 }
 
 // TestReadersDuringMove checks a reader opened before a move keeps reading
-// the old copy, a reader opened after the switch opens the new one, and a
-// table Pebble removes during a move is not resurrected.
+// the table and follows it to the new copy (so the old copy's space is
+// freed), a reader opened after the switch opens the new one, and a table
+// Pebble removes during a move is not resurrected.
 func TestReadersDuringMove(t *testing.T) {
 	root := t.TempDir()
 	hot, cold := filepath.Join(root, "hot"), filepath.Join(root, "cold")
@@ -209,6 +210,16 @@ func TestReadersDuringMove(t *testing.T) {
 	newInfo, err := os.Stat(filepath.Join(cold, "000001.sst"))
 	if err != nil || lateInfo.Sys().(*syscall.Stat_t).Ino != newInfo.Sys().(*syscall.Stat_t).Ino {
 		t.Errorf("reader opened after the switch does not read the new copy (%v)", err)
+	}
+	// The reader opened before the move followed the table: it holds the
+	// new copy, so the old one's space is freed now, not when Pebble's file
+	// cache closes the reader.
+	earlyInfo, _ := early.Stat()
+	if newInfo != nil && earlyInfo.Sys().(*syscall.Stat_t).Ino != newInfo.Sys().(*syscall.Stat_t).Ino {
+		t.Errorf("reader opened before the move still holds the old copy")
+	}
+	if st := l.Stats(); st.Paths[0].RetainedBytes != 0 || st.Paths[0].Bytes != 0 {
+		t.Errorf("path 0 still counts %d bytes (%d retained by readers)", st.Paths[0].Bytes, st.Paths[0].RetainedBytes)
 	}
 	where, temps := physicalFiles(t, l)
 	if len(where["000001.sst"]) != 1 || where["000001.sst"][0] != 1 || len(where["000002.sst"]) != 0 || len(temps) != 0 {

@@ -550,10 +550,10 @@ func (l *Layout) copyCtx(ctx context.Context, out io.Writer, in io.Reader) (int6
 		if ctx.Err() != nil {
 			return n, errStopped
 		}
-		if err := l.limiter.wait(ctx, len(buf)); err != nil {
+		r, rerr := in.Read(buf)
+		if err := l.limiter.wait(ctx, r); err != nil {
 			return n, err
 		}
-		r, rerr := in.Read(buf)
 		if r > 0 {
 			w, werr := out.Write(buf[:r])
 			n += int64(w)

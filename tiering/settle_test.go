@@ -1,0 +1,90 @@
+//go:build unix
+
+package tiering
+
+import (
+	"context"
+
+	"testing"
+	"time"
+)
+
+// TestCloseDuringSettle closes the layout while Settle is in the middle of
+// a move: Close stops it cleanly (the partial copy is removed, the table
+// stays where it was), Stats count the interrupted move, every key reads
+// back, and after a reopen Settle completes the placement: a short-lived
+// process converges over its runs.
+func TestCloseDuringSettle(t *testing.T) {
+	template := makeTemplate(t)
+	root := t.TempDir()
+	copyTree(t, template, root)
+	inflight := make(chan struct{})
+	var d *testDB
+	o := Options{DisableMover: true, hook: func(s moveStep, name string) error {
+		if s == stepCopied {
+			select {
+			case <-inflight:
+			default:
+				close(inflight)
+			}
+			<-d.layout.ctx.Done() // hold the move until Close
+		}
+		return nil
+	}}
+	d = openTestDB(t, root, movedPaths, o)
+	settled := make(chan error, 1)
+	go func() { settled <- d.layout.Settle(context.Background()) }()
+	<-inflight
+	if err := d.layout.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-settled; err == nil {
+		t.Errorf("Settle returned nil after Close")
+	}
+	st := d.layout.Stats()
+	if st.MovesInterrupted != 1 || st.MovedFiles != 0 {
+		t.Errorf("after Close: %d moves interrupted, %d done; want 1 and 0:\n%s", st.MovesInterrupted, st.MovedFiles, st)
+	}
+	checkConsistent(t, d.layout, d.db)
+	verifyKeys(t, d.db, 0, templateRecords)
+	if err := d.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	d = openTestDB(t, root, movedPaths, Options{DisableMover: true})
+	if err := d.layout.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkConsistent(t, d.layout, d.db)
+	checkPlacement(t, d.layout, d.db, 256<<10)
+	verifyKeys(t, d.db, 0, templateRecords)
+	d.close()
+}
+
+// TestMoveRate moves most of a database with MoveRate set: the copying
+// cannot take less than its bytes divided by the rate (a lower bound,
+// which a loaded machine only makes longer).
+func TestMoveRate(t *testing.T) {
+	template := makeTemplate(t)
+	root := t.TempDir()
+	copyTree(t, template, root)
+	const rate = 8 << 20
+	d := openTestDB(t, root, movedPaths, Options{DisableMover: true, MoveRate: rate})
+	start := time.Now()
+	if err := d.layout.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	st := d.layout.Stats()
+	// The first chunk (rate/10) goes unpaced.
+	floor := time.Duration(float64(st.MovedBytes-rate/10) / rate * float64(time.Second))
+	t.Logf("moved %d bytes in %v at %d B/s (floor %v)", st.MovedBytes, elapsed, rate, floor)
+	if st.MovedBytes < 2<<20 {
+		t.Fatalf("moved only %d bytes", st.MovedBytes)
+	}
+	if elapsed < floor {
+		t.Errorf("moved %d bytes in %v: faster than %d B/s", st.MovedBytes, elapsed, rate)
+	}
+	verifyKeys(t, d.db, 0, templateRecords)
+	d.close()
+}
