@@ -208,6 +208,10 @@ type Config struct {
 	// Server is the [server] section of `strata serve` (see ServerConfig);
 	// the engine ignores it.
 	Server ServerConfig `toml:"server" yaml:"server" json:"server"`
+
+	// Cluster is the [cluster] section of `strata serve`: the members of a
+	// replicated cluster (see ClusterConfig); the engine ignores it.
+	Cluster ClusterConfig `toml:"cluster" yaml:"cluster" json:"cluster"`
 }
 
 // Default returns the configuration the THEMIS tuning guide recommends: lz4
@@ -244,6 +248,7 @@ func Default() *Config {
 		Sync:                             false,
 		MaxBackgroundJobs:                2,
 		Server:                           defaultServer(),
+		Cluster:                          defaultCluster(),
 	}
 }
 
@@ -251,6 +256,7 @@ func Default() *Config {
 func (c *Config) Clone() *Config {
 	out := *c
 	out.DBPaths = append([]DBPath(nil), c.DBPaths...)
+	out.Cluster.Members = append([]ClusterMember(nil), c.Cluster.Members...)
 	return &out
 }
 

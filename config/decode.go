@@ -129,7 +129,8 @@ const (
 	keyFloat
 	keyBool
 	keyDBPaths
-	keyTable // a section such as [server]: sub holds its keys
+	keyTable     // a section such as [server]: sub holds its keys
+	keyTableList // a list of tables such as [[cluster.members]]: sub holds their keys
 )
 
 // keySpec is one key of a table: its name and type.
@@ -178,10 +179,14 @@ func schemaOf(t reflect.Type) schema {
 		case reflect.Struct:
 			spec.kind, spec.sub = keyTable, schemaOf(f.Type)
 		case reflect.Slice:
-			if f.Type.Elem() != reflect.TypeFor[DBPath]() {
+			switch {
+			case f.Type.Elem() == reflect.TypeFor[DBPath]():
+				spec.kind = keyDBPaths
+			case f.Type.Elem().Kind() == reflect.Struct:
+				spec.kind, spec.sub = keyTableList, schemaOf(f.Type.Elem())
+			default:
 				panic("config: unsupported field " + f.Name)
 			}
-			spec.kind = keyDBPaths
 		default:
 			panic("config: unsupported field " + f.Name)
 		}
@@ -277,6 +282,25 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 			}
 		default:
 			c.add(key, v, "expected a list of tables with keys path and target_size_bytes")
+		}
+	case keyTableList:
+		var names []string
+		for _, k := range spec.sub {
+			names = append(names, k.name)
+		}
+		want := "a table with keys " + strings.Join(names, ", ")
+		switch v.kind {
+		case kindNull: // an empty list
+		case kindList:
+			for i, item := range v.list {
+				if item.kind != kindTable {
+					c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected "+want)
+					continue
+				}
+				c.table(fmt.Sprintf("%s[%d].", key, i), item, spec.sub)
+			}
+		default:
+			c.add(key, v, "expected a list of tables, each "+want)
 		}
 	}
 }

@@ -115,6 +115,9 @@ func parse(data []byte, format string, base *Config) (*Config, error) {
 	if len(cfg.DBPaths) == 0 {
 		cfg.DBPaths = nil // [] and null mean what an absent key means
 	}
+	if len(cfg.Cluster.Members) == 0 {
+		cfg.Cluster.Members = nil // likewise for [[cluster.members]]
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -73,6 +73,20 @@ func allChanged() *Config {
 			MaxConcurrentStreams: 100,
 			MemoryBudgetMB:       256,
 		},
+		Cluster: ClusterConfig{
+			Name:       "s2",
+			ListenPeer: "0.0.0.0:12380",
+			Members: []ClusterMember{
+				{Name: "s1", PeerURL: "http://10.0.0.1:2380", ClientURL: "http://10.0.0.1:2379"},
+				{Name: "s2", PeerURL: "https://10.0.0.2:2380", ClientURL: "https://10.0.0.2:2379"},
+			},
+			Token:               "prod-1",
+			Join:                true,
+			RaftDir:             "/nvme/strata-raft",
+			HeartbeatIntervalMS: 50,
+			ElectionTimeoutMS:   500,
+			SnapshotEntries:     5000,
+		},
 	}
 }
 

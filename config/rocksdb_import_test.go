@@ -30,6 +30,7 @@ func TestImportRoundTrip(t *testing.T) {
 			// not among them and comes back as its default.
 			want := c.Clone()
 			want.Server = Default().Server
+			want.Cluster = Default().Cluster
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Import(RocksDBOptions(c)) =\n%+v\nwant\n%+v\nfile:\n%s", got, want, file)
 			}

@@ -55,6 +55,7 @@ func (c *Config) Validate() error {
 	}
 	v.between("max_background_jobs", int64(c.MaxBackgroundJobs), 1, 256)
 	c.Server.validate(&v)
+	c.Cluster.validate(&v)
 	if len(v.problems) == 0 {
 		return nil
 	}
