@@ -42,3 +42,42 @@ func TestBlockCacheSurvivesMemtables(t *testing.T) {
 			m.BlockCache.Hits, m.BlockCache.Misses, m.BlockCache.UsedBytes)
 	}
 }
+
+// TestCacheMetricsTellTheTruth checks the memory figures: with a 1 MB block
+// share beside 16 MB memtables, blocks borrow the memtables' unused share
+// and hold more than block_cache_size_mb, yet never more than the reported
+// capacity, and blocks plus memtable reservations stay within it.
+func TestCacheMetricsTellTheTruth(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.BlockCacheSizeMB, cfg.MemtableSizeMB = 1, 16
+	db := mustOpen(t, cfg)
+	defer db.Close()
+	const n = 12000
+	for i := range n {
+		mustPut(t, db, key(i), doc(i, 1000))
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := db.Get(key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := db.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.BlockCache
+	t.Logf("%+v", c)
+	if c.BlockShareBytes != 1<<20 || c.MemTableBudgetBytes != 4*16<<20 || c.CapacityBytes != c.BlockShareBytes+c.MemTableBudgetBytes {
+		t.Errorf("capacity %d = share %d + memtable budget %d: want 1 MB + 4 x 16 MB", c.CapacityBytes, c.BlockShareBytes, c.MemTableBudgetBytes)
+	}
+	if c.UsedBytes <= c.BlockShareBytes {
+		t.Errorf("blocks used %d <= block share %d: the test did not make blocks borrow the memtable share", c.UsedBytes, c.BlockShareBytes)
+	}
+	const slop = 1 << 20 // per-shard rounding of reservations
+	if c.UsedBytes > c.CapacityBytes || c.UsedBytes+c.MemTableReservedBytes > c.CapacityBytes+slop {
+		t.Errorf("blocks %d + memtables %d exceed the reported capacity %d", c.UsedBytes, c.MemTableReservedBytes, c.CapacityBytes)
+	}
+}

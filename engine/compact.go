@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -28,11 +29,23 @@ const maxRewritePasses = 3
 // wait for: when optimistic attempts keep finding writes in a chunk, the
 // chunk is rewritten under a gate on its span, which lasts about the time
 // to read, compress and ingest this many bytes (a few milliseconds).
-const rewriteChunkBytes = 1 << 20
+const rewriteChunkBytes = 512 << 10
+
+// rewriteChunkKeys caps a chunk's keys too: many small values cost more
+// per byte to read and write than their size says.
+const rewriteChunkKeys = 4096
+
+// rewriteGatedBytes and rewriteGatedKeys bound a chunk rewritten under a
+// gate, smaller than an optimistic one: writers into it wait while it is
+// read, written and ingested.
+const (
+	rewriteGatedBytes = 128 << 10
+	rewriteGatedKeys  = 1024
+)
 
 // optimisticAttempts is how often a chunk is rewritten without a gate
 // before the rewrite gates the chunk's span (see writeGuard).
-const optimisticAttempts = 2
+const optimisticAttempts = 1
 
 // rewritePrefix starts the names of the temporary tables a rewrite writes
 // before ingesting them; Open removes leftovers in db_path.
@@ -248,7 +261,7 @@ func (db *DB) rewriteChunk(ctx context.Context, level int, lo, end []byte) ([]by
 	defer db.guard.unwatch(span)
 	hi := end
 	for range optimisticAttempts {
-		c, err := db.writeChunk(level, lo, end, rewriteChunkBytes)
+		c, err := db.writeChunk(level, lo, end, rewriteChunkBytes, rewriteChunkKeys)
 		if err != nil {
 			return nil, err
 		}
@@ -262,15 +275,16 @@ func (db *DB) rewriteChunk(ctx context.Context, level int, lo, end []byte) ([]by
 		db.rewrite.retry()
 	}
 	// Writers keep landing in the chunk: gate its span (and only it) while
-	// it is read, written and ingested.
+	// it is read, written and ingested. The chunk may end before hi (more
+	// keys arrived); the rest is the next chunk.
 	db.guard.gate(span, lo, hi)
 	defer db.guard.ungate(span)
 	db.rewrite.gated()
-	c, err := db.writeChunk(level, lo, hi, 0)
+	c, err := db.writeChunk(level, lo, hi, rewriteGatedBytes, rewriteGatedKeys)
 	if err != nil {
 		return nil, err
 	}
-	return hi, db.ingestChunk(ctx, c, lo)
+	return c.hi, db.ingestChunk(ctx, c, lo)
 }
 
 // chunk is a table written by writeChunk, holding the pairs of [lo, hi).
@@ -280,10 +294,10 @@ type chunk struct {
 	keys int
 }
 
-// writeChunk writes the pairs of [lo, end), or of its prefix holding about
-// limit bytes when limit > 0, into a new table with the writer options of
-// level. The chunk ends at hi: end, or the first key not written.
-func (db *DB) writeChunk(level int, lo, end []byte, limit int) (c chunk, err error) {
+// writeChunk writes the pairs of [lo, end), up to maxBytes (keys plus
+// values) or maxKeys, into a new table with the writer options of level.
+// The chunk ends at hi: end, or the first key not written.
+func (db *DB) writeChunk(level int, lo, end []byte, maxBytes, maxKeys int) (c chunk, err error) {
 	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: end})
 	if err != nil {
 		return c, err
@@ -305,7 +319,7 @@ func (db *DB) writeChunk(level int, lo, end []byte, limit int) (c chunk, err err
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
 	bytesIn := 0
 	for valid := it.First(); valid; valid = it.Next() {
-		if limit > 0 && bytesIn >= limit {
+		if bytesIn >= maxBytes || c.keys >= maxKeys {
 			c.hi = bytes.Clone(it.Key())
 			break
 		}
@@ -403,4 +417,35 @@ func (r *rewriteCounter) load() RewriteMetrics {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m
+}
+
+// WaitForCompactions waits until the background compactions have brought
+// L0 below Pebble's compaction threshold (its L0 score under 1: fewer
+// sublevels than L0CompactionThreshold and fewer files than
+// L0CompactionFileThreshold) and no compaction runs, polling every
+// interval and calling progress (if not nil) with each reading. A
+// short-lived process (a bulk load) calls it before Close, so the LSM it
+// leaves is in shape: nothing later is long enough to work off a backlog
+// of L0 tables. It returns the last metrics, with ctx's error if ctx ended
+// first.
+func (db *DB) WaitForCompactions(ctx context.Context, interval time.Duration, progress func(*Metrics)) (*Metrics, error) {
+	for {
+		m, err := db.Metrics()
+		if err != nil {
+			return m, err
+		}
+		if progress != nil {
+			progress(m)
+		}
+		if m.Levels[0].Score < 1 && m.Compaction.InProgress == 0 {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return m, ctx.Err()
+		case <-db.ctx.Done():
+			return m, ErrClosed
+		case <-time.After(interval):
+		}
+	}
 }

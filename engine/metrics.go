@@ -59,6 +59,9 @@ type LevelMetrics struct {
 	Bytes  int64
 	// Score is Pebble's compaction score (>= 1 means compaction is due).
 	Score float64
+	// Sublevels is the number of L0 sublevels (the read amplification of
+	// L0; Pebble compacts L0 from L0CompactionThreshold on); 0 or 1 below.
+	Sublevels int32
 	// Codec is the codec configured for the level, as written in the config;
 	// StoredCodec is Pebble's name for what tables written now carry
 	// ("MinLZ" for a requested lz4).
@@ -73,12 +76,31 @@ type LevelMetrics struct {
 	BytesIn, BytesWritten uint64
 }
 
-// CacheMetrics describes the block cache.
+// CacheMetrics describes the block cache: Pebble's one cache, which holds
+// the blocks and, as reservations, the memtables.
+//
+// CapacityBytes is the cache's real size: BlockShareBytes (block_cache_size_mb)
+// plus MemTableBudgetBytes, the most memtable memory Pebble can reserve in it
+// (see pebbleCacheBytes). Blocks may use whatever the memtables do not hold
+// at the moment (CapacityBytes - MemTableReservedBytes), so with small
+// memtables they can take more than block_cache_size_mb; blocks plus
+// memtables never exceed CapacityBytes. UsedBytes counts the blocks only.
 type CacheMetrics struct {
+	// CapacityBytes is the size of the cache, blocks and memtables together.
 	CapacityBytes int64
-	UsedBytes     int64
-	Blocks        int64
-	Hits, Misses  int64
+	// BlockShareBytes is block_cache_size_mb: the room blocks keep when the
+	// memtables are at their largest.
+	BlockShareBytes int64
+	// MemTableBudgetBytes is the memtable memory the cache is sized for:
+	// (max(2, max_write_buffer_number) + 1) memtables of memtable_size_mb.
+	MemTableBudgetBytes int64
+	// MemTableReservedBytes is the memtable memory reserved in the cache
+	// now (Pebble reserves each memtable's full size when it allocates it).
+	MemTableReservedBytes int64
+	// UsedBytes is the bytes of blocks held; Blocks their number.
+	UsedBytes    int64
+	Blocks       int64
+	Hits, Misses int64
 	// HitRate is hits/(hits+misses), 0 before any access.
 	HitRate float64
 }
@@ -148,6 +170,7 @@ func (db *DB) Metrics() (*Metrics, error) {
 			Tables:       lm.TablesCount,
 			Bytes:        lm.TablesSize,
 			Score:        lm.Score,
+			Sublevels:    lm.Sublevels,
 			Codec:        db.codecs[l].String(),
 			StoredCodec:  db.codecs[l].PebbleProfile().Name,
 			TableCodecs:  map[string]int{},
@@ -173,7 +196,13 @@ func (db *DB) Metrics() (*Metrics, error) {
 	}
 	m.DiskUsageBytes = pm.DiskSpaceUsage()
 	bc := pm.BlockCache
-	m.BlockCache = CacheMetrics{CapacityBytes: db.cfg.BlockCacheSizeMB << 20, UsedBytes: bc.Size, Blocks: bc.Count, Hits: bc.Hits, Misses: bc.Misses, HitRate: ratio(bc.Hits, bc.Misses)}
+	m.BlockCache = CacheMetrics{
+		CapacityBytes:         pebbleCacheBytes(db.cfg),
+		BlockShareBytes:       db.cfg.BlockCacheSizeMB << 20,
+		MemTableBudgetBytes:   memTableBudget(db.cfg),
+		MemTableReservedBytes: int64(pm.MemTable.Size),
+		UsedBytes:             bc.Size, Blocks: bc.Count, Hits: bc.Hits, Misses: bc.Misses, HitRate: ratio(bc.Hits, bc.Misses),
+	}
 	m.Filter = FilterMetrics{Hits: pm.Filter.Hits, Misses: pm.Filter.Misses, Usefulness: ratio(pm.Filter.Hits, pm.Filter.Misses)}
 	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
 	count, total, why := db.stalls.load()

@@ -36,8 +36,14 @@ func checkDeliverable(cfg *config.Config) error {
 // cache may use, so blocks plus memtables stay within block_cache_size_mb
 // plus the memtable budget.
 func pebbleCacheBytes(cfg *config.Config) int64 {
-	memtables := int64(max(2, cfg.MaxWriteBufferNumber) + 1)
-	return cfg.BlockCacheSizeMB<<20 + memtables*(cfg.MemtableSizeMB<<20)
+	return cfg.BlockCacheSizeMB<<20 + memTableBudget(cfg)
+}
+
+// memTableBudget is the most memtable memory Pebble reserves in its cache:
+// max_write_buffer_number memtables (at least 2, the stop-writes threshold)
+// plus the one it keeps for recycling.
+func memTableBudget(cfg *config.Config) int64 {
+	return int64(max(2, cfg.MaxWriteBufferNumber)+1) * (cfg.MemtableSizeMB << 20)
 }
 
 // PebbleOptions converts a validated Config into the Pebble options Strata

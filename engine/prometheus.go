@@ -20,7 +20,11 @@ var (
 	descWriteAmp      = prometheus.NewDesc("strata_write_amplification", "Bytes written to tables per byte of user writes.", nil, nil)
 	descCacheHits     = prometheus.NewDesc("strata_block_cache_hits_total", "Block cache hits.", nil, nil)
 	descCacheMisses   = prometheus.NewDesc("strata_block_cache_misses_total", "Block cache misses.", nil, nil)
-	descCacheBytes    = prometheus.NewDesc("strata_block_cache_bytes", "Bytes held by the block cache.", nil, nil)
+	descCacheBytes    = prometheus.NewDesc("strata_block_cache_bytes", "Bytes of blocks held by the block cache.", nil, nil)
+	descCacheCapacity = prometheus.NewDesc("strata_block_cache_capacity_bytes", "Size of the cache that holds blocks and memtable reservations together.", nil, nil)
+	descCacheShare    = prometheus.NewDesc("strata_block_cache_block_share_bytes", "block_cache_size_mb: the room blocks keep when memtables are at their largest.", nil, nil)
+	descMemBudget     = prometheus.NewDesc("strata_memtable_budget_bytes", "Memtable memory the cache is sized for.", nil, nil)
+	descMemReserved   = prometheus.NewDesc("strata_memtable_reserved_bytes", "Memtable memory reserved in the cache now.", nil, nil)
 	descFilterHits    = prometheus.NewDesc("strata_bloom_filter_useful_total", "Lookups a bloom filter answered without a block read.", nil, nil)
 	descFilterMisses  = prometheus.NewDesc("strata_bloom_filter_not_useful_total", "Lookups a bloom filter could not answer.", nil, nil)
 	descWALBytes      = prometheus.NewDesc("strata_wal_bytes_written_total", "Bytes written to WAL files.", nil, nil)
@@ -42,7 +46,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLevelTables, descLevelBytes, descLevelCodec, descWriteAmp, descCacheHits,
-		descCacheMisses, descCacheBytes, descFilterHits, descFilterMisses, descWALBytes, descWALSyncs, descStalls,
+		descCacheMisses, descCacheBytes, descCacheCapacity, descCacheShare, descMemBudget, descMemReserved, descFilterHits, descFilterMisses, descWALBytes, descWALSyncs, descStalls,
 		descStallSeconds, descCompactions, descDebt, descFlushes, descRewrites, descDiskUsage, descOpenSnapshots, descDirectReads, descDirectWrites, descPathBytes, descPathFill, descMovedBytes} {
 		ch <- d
 	}
@@ -72,6 +76,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheHits, float64(m.BlockCache.Hits))
 	counter(descCacheMisses, float64(m.BlockCache.Misses))
 	gauge(descCacheBytes, float64(m.BlockCache.UsedBytes))
+	gauge(descCacheCapacity, float64(m.BlockCache.CapacityBytes))
+	gauge(descCacheShare, float64(m.BlockCache.BlockShareBytes))
+	gauge(descMemBudget, float64(m.BlockCache.MemTableBudgetBytes))
+	gauge(descMemReserved, float64(m.BlockCache.MemTableReservedBytes))
 	counter(descFilterHits, float64(m.Filter.Hits))
 	counter(descFilterMisses, float64(m.Filter.Misses))
 	counter(descWALBytes, float64(m.WAL.FS.BytesWritten))

@@ -46,8 +46,9 @@ func (db *DB) Stats() (string, error) {
 		b.WriteString("  lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec.\n")
 	}
 	fmt.Fprintf(&b, "Write amplification: %.2f (%.2f MB written to tables for %.2f MB of user writes)\n", m.WriteAmp, mb(int64(m.TableBytesWritten)), mb(int64(m.UserBytesIn)))
-	fmt.Fprintf(&b, "Block cache: %.2f MB used of %.2f MB, %d blocks, hits %d, misses %d, hit rate %.1f%%\n",
-		mb(m.BlockCache.UsedBytes), mb(m.BlockCache.CapacityBytes), m.BlockCache.Blocks, m.BlockCache.Hits, m.BlockCache.Misses, 100*m.BlockCache.HitRate)
+	c := m.BlockCache
+	fmt.Fprintf(&b, "Block cache: %.2f MB of blocks in a %.2f MB cache (block share %.2f MB + memtable budget %.2f MB, %.2f MB reserved by memtables now), %d blocks, hits %d, misses %d, hit rate %.1f%%\n",
+		mb(c.UsedBytes), mb(c.CapacityBytes), mb(c.BlockShareBytes), mb(c.MemTableBudgetBytes), mb(c.MemTableReservedBytes), c.Blocks, c.Hits, c.Misses, 100*c.HitRate)
 	fmt.Fprintf(&b, "Bloom filter: %d bits/key, L6 filters consulted %v (optimize_filters_for_hits = %v), useful %d, not useful %d, usefulness %.1f%%\n",
 		db.cfg.BloomBitsPerKey, db.useL6Filters(), db.cfg.OptimizeFiltersForHits, m.Filter.Hits, m.Filter.Misses, 100*m.Filter.Usefulness)
 	if m.WAL.Enabled {

@@ -27,7 +27,7 @@ import (
 //     no write can land in [lo, hi) between S and the ingestion.
 //
 // A gate lasts one ingestion (milliseconds), or, when optimistic attempts
-// keep finding the chunk dirty, the rewrite of one chunk (rewriteChunkBytes)
+// keep finding the chunk dirty, the rewrite of one small chunk (rewriteGatedBytes)
 // plus its ingestion.
 type writeGuard struct {
 	mu   sync.Mutex

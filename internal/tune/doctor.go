@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -180,25 +178,10 @@ func IsDatabase(dir string) bool {
 // DBConfig returns the config of the database in dir without opening it:
 // the one Strata recorded in dir's OPTIONS-rocksdb at the last open (with
 // db_path = dir), or config.Default() with db_path = dir when there is
-// none. found reports whether the file was there.
+// none. found reports whether the file was there. It is
+// config.RecordedConfig, the reader the engine and the admin tool share.
 func DBConfig(dir string) (cfg *config.Config, found bool, err error) {
-	path := filepath.Join(dir, config.RocksDBOptionsFileName)
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		cfg = config.Default()
-		cfg.DBPath = dir
-		return cfg, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	cfg, _, err = config.ImportRocksDBOptions(f)
-	if err != nil {
-		return nil, true, fmt.Errorf("%s: %w", path, err)
-	}
-	cfg.DBPath = dir
-	return cfg, true, nil
+	return config.RecordedConfig(dir)
 }
 
 // RunDoctor opens the database, loads Input if given, probes it with point
@@ -265,7 +248,8 @@ func RunDoctor(ctx context.Context, o DoctorOptions) (rep *DoctorReport, err err
 	if n := (m.BlockCache.Hits - before.BlockCache.Hits) + (m.BlockCache.Misses - before.BlockCache.Misses); n > 0 {
 		fig.CacheHitRate = float64(m.BlockCache.Hits-before.BlockCache.Hits) / float64(n)
 	}
-	fig.CacheUsedBytes, fig.CacheCapacityBytes = m.BlockCache.UsedBytes, m.BlockCache.CapacityBytes
+	// The room blocks have now: the cache less what memtables reserve in it.
+	fig.CacheUsedBytes, fig.CacheCapacityBytes = m.BlockCache.UsedBytes, m.BlockCache.CapacityBytes-m.BlockCache.MemTableReservedBytes
 	fig.Stalls, fig.StallSeconds = m.Stalls.Count, m.Stalls.Total.Seconds()
 	fig.CompactionDebtBytes = m.Compaction.EstimatedDebtBytes
 	fig.L0Tables = m.Levels[0].Tables
