@@ -187,12 +187,22 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 	if err != nil {
 		return fmt.Errorf("--v3-peer: %w", err)
 	}
+	// 0 means a default in bench.QPSOptions, but not on the command line.
+	var problems []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--passes", o.passes}, {"--requests", o.requests}, {"--single-requests", o.single}} {
+		if f.v < 1 {
+			problems = append(problems, fmt.Errorf("%s %d: must be >= 1", f.name, f.v))
+		}
+	}
 	qo := bench.QPSOptions{
 		Servers: ks, V3Peer: peer, APIs: o.apis, Ops: o.ops, ValueSizes: o.valueSizes, Clients: o.clients,
 		Passes: o.passes, Requests: o.requests, SingleRequests: o.single, Conns: o.conns,
 		Serializable: o.serializable, RunTimeout: o.runTimeout, Dir: o.common.dir, Progress: cmd.ErrOrStderr(),
 	}
-	if err := qo.Validate(); err != nil {
+	if err := errors.Join(append(problems, qo.Validate())...); err != nil {
 		return err
 	}
 	if slices.Contains(o.apis, bench.APIV2) {
@@ -277,7 +287,12 @@ func (o *benchMemoryOptions) run(cmd *cobra.Command) error {
 		Clients: o.clients, Conns: o.conns, Settle: o.settle, LoadTimeout: o.loadTimeout,
 		Dir: o.common.dir, Progress: cmd.ErrOrStderr(),
 	}
-	if err := mo.Validate(); err != nil {
+	var problems []error
+	if o.clients < 1 {
+		// 0 means the default in bench.MemoryOptions, but not here.
+		problems = append(problems, fmt.Errorf("--clients %d: must be >= 1", o.clients))
+	}
+	if err := errors.Join(append(problems, mo.Validate())...); err != nil {
 		return err
 	}
 	ctx, stop := signalContext(cmd)

@@ -1,0 +1,37 @@
+package admin
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBenchFlagErrors checks that bad bench flags are reported, naming the
+// flag and the value, before any server starts.
+func TestBenchFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"bench", "qps", "--servers", "strata,etcd9"}, []string{"--servers", `"etcd9"`, "strata, etcd34, etcd37"}},
+		{[]string{"bench", "qps", "--servers", ""}, []string{"--servers: empty"}},
+		{[]string{"bench", "qps", "--v3-peer", "strata"}, []string{"v3 peer", `"strata"`}},
+		{[]string{"bench", "qps", "--apis", "v4", "--passes", "0", "--clients", "0"}, []string{`api "v4"`, "clients 0"}},
+		{[]string{"bench", "qps", "--passes", "0"}, []string{"--passes 0: must be >= 1"}},
+		{[]string{"bench", "qps", "--hey", "/nonexistent/hey", "--servers", "etcd34"}, []string{"/nonexistent/hey", "apt-get install hey"}},
+		{[]string{"bench", "qps", "--format", "yaml"}, []string{`"yaml"`, "table, markdown, json, csv"}},
+		{[]string{"bench", "qps", "extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"bench", "memory", "--keys", "0", "--key-sizes", "8", "--clients", "0"}, []string{"keys 0", "key size 8", "--clients 0"}},
+		{[]string{"bench", "memory", "--etcd", "/nonexistent/etcd"}, []string{"/nonexistent/etcd", "etcd-server"}},
+	} {
+		_, _, err := run(t, c.args...)
+		if err == nil {
+			t.Errorf("%v: no error", c.args)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not say %q", c.args, err, w)
+			}
+		}
+	}
+}
