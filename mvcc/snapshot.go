@@ -1,0 +1,169 @@
+package mvcc
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/stratadb/strata/engine"
+)
+
+// A store snapshot is what a replicated member that fell behind the log,
+// or a new member, receives instead of the entries it missed: every key of
+// the store's key space (revisions, metadata, leases) as of one point, in
+// key order, each as uvarint key length, key, uvarint value length, value;
+// then a zero key length. The applied index is among the metadata.
+
+// WriteSnapshot writes the whole store, as of one consistent point, to w
+// and returns the applied index of that point. It runs beside writes and
+// reads (it reads an engine snapshot).
+func (s *Store) WriteSnapshot(w io.Writer) (uint64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	snap, err := s.db.NewSnapshot()
+	if err != nil {
+		return 0, fmt.Errorf("mvcc: snapshot: %w", err)
+	}
+	defer snap.Close()
+	var applied int64
+	if b, err := snap.Get(metaApplied); err == nil {
+		if applied, err = decodeInt64(metaApplied, b); err != nil {
+			return 0, err
+		}
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return 0, fmt.Errorf("mvcc: snapshot: %w", err)
+	}
+	it, err := snap.NewIter(nil)
+	if err != nil {
+		return 0, fmt.Errorf("mvcc: snapshot: %w", err)
+	}
+	defer it.Close()
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var lenBuf [binary.MaxVarintLen64]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(k)))])
+		bw.Write(k)
+		bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(v)))])
+		if _, err := bw.Write(v); err != nil {
+			return 0, fmt.Errorf("mvcc: snapshot: %w", err)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("mvcc: snapshot: %w", err)
+	}
+	bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], 0)])
+	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("mvcc: snapshot: %w", err)
+	}
+	return uint64(applied), nil
+}
+
+// RestoreSnapshot replaces the whole store with a snapshot written by
+// WriteSnapshot. Writes wait meanwhile; readers see the old state, then
+// the new one. Watchers stay: each reads the new history from its next
+// revision on, as after falling behind (or stops with ErrCompacted if the
+// snapshot compacted past it). The new contents are written atomically
+// (see replaceContents): a snapshot that does not decode changes nothing
+// (ErrCorrupt); a failed engine write fails the store, to be reopened.
+func (s *Store) RestoreSnapshot(r io.Reader) error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		return err
+	}
+	s.drainLocked()
+	if err := s.replaceContents(bufio.NewReaderSize(r, 256<<10)); err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("mvcc: restore snapshot: %w", err) // nothing was written
+		}
+		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: restore snapshot: %w", err))
+	}
+	// Open reads the new contents as a restart would; its state replaces
+	// ours (it has no watchers and nothing running).
+	fresh, err := Open(s.db, s.opts)
+	if err != nil {
+		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: load restored snapshot: %w", err))
+	}
+	s.mu.Lock()
+	s.leaseMu.Lock()
+	s.ix, s.leases = fresh.ix, fresh.leases
+	s.leaseMu.Unlock()
+	s.rev, s.compactRev, s.applied = fresh.rev, fresh.compactRev, fresh.applied
+	s.lastRev, s.lastIndex = fresh.lastRev, fresh.lastIndex
+	s.rebuild = fresh.rebuild
+	s.leftover = nil
+	s.mu.Unlock()
+	s.watchMu.Lock()
+	s.notified = s.rev
+	for w := range s.watchers {
+		if len(w.pending) > 0 {
+			w.next = w.pending[0].ev.KV.ModRevision
+		}
+		w.pending = nil
+		w.synced = false
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	s.watchMu.Unlock()
+	return nil
+}
+
+// replaceContents deletes every key and writes the snapshot's in one
+// atomic batch: a crash leaves the old state or the new one, never a mix.
+// The batch holds the whole snapshot in memory (Pebble commits a batch
+// larger than half a memtable as a flushable batch of its own).
+func (s *Store) replaceContents(br *bufio.Reader) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{0}, []byte{0xff}); err != nil {
+		return err
+	}
+	for {
+		k, err := readChunk(br)
+		if err != nil {
+			return err
+		}
+		if len(k) == 0 {
+			break
+		}
+		v, err := readChunk(br)
+		if err != nil {
+			return err
+		}
+		if k[0] != revPrefix && k[0] != metaPrefix && k[0] != leasePrefix {
+			return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
+		}
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+	}
+	return b.Commit()
+}
+
+// readChunk reads one uvarint-length-prefixed chunk (empty at the end
+// marker).
+func readChunk(br *bufio.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("%w: truncated snapshot: %w", ErrCorrupt, err)
+	}
+	if n > 64<<20 {
+		return nil, fmt.Errorf("%w: snapshot chunk of %d bytes", ErrCorrupt, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, fmt.Errorf("%w: truncated snapshot: %w", ErrCorrupt, err)
+	}
+	return b, nil
+}
