@@ -30,6 +30,9 @@ var (
 	ErrKeyTooLarge = errors.New("mvcc: key is too large")
 	// ErrInvalidRange is returned when a range end sorts before its key.
 	ErrInvalidRange = errors.New("mvcc: range end sorts before the key")
+	// ErrEmptyWatchRange is returned by Watch for a range end at or
+	// before the key (etcd's "watcher range is empty").
+	ErrEmptyWatchRange = errors.New("mvcc: watcher range is empty")
 	// ErrValueTooLarge is returned for a value longer than MaxValueSize.
 	ErrValueTooLarge = errors.New("mvcc: value is too large")
 	// ErrDuplicateKeyInTxn is returned for a Txn branch that writes a key

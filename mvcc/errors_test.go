@@ -42,7 +42,8 @@ func TestBadInput(t *testing.T) {
 		{"compact future", ErrFutureRev, func() error { return s.Compact(7) }},
 		{"watch compacted", ErrCompacted, func() error { _, err := s.Watch(ctx, []byte("k"), nil, 3); return err }},
 		{"watch empty key", ErrEmptyKey, func() error { _, err := s.Watch(ctx, nil, nil, 0); return err }},
-		{"watch end before key", ErrInvalidRange, func() error { _, err := s.Watch(ctx, []byte("b"), []byte("a"), 0); return err }},
+		{"watch empty range", ErrEmptyWatchRange, func() error { _, err := s.Watch(ctx, []byte("b"), []byte("b"), 0); return err }},
+		{"watch end before key", ErrEmptyWatchRange, func() error { _, err := s.Watch(ctx, []byte("b"), []byte("a"), 0); return err }},
 		{"txn two puts", ErrDuplicateKeyInTxn, func() error {
 			_, err := s.Txn(TxnRequest{Success: []Op{PutOp([]byte("a"), nil), PutOp([]byte("b"), nil), PutOp([]byte("a"), nil)}})
 			return err

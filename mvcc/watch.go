@@ -58,7 +58,7 @@ type wevent struct {
 }
 
 // Watch returns a Watcher of key (end nil), of [key, end), or of every key
-// from key on (end "\x00"). It delivers every event from revision fromRev
+// from key on (end "\x00"); an end at or before key is ErrEmptyWatchRange. It delivers every event from revision fromRev
 // on: those already in the past are read from storage, then live ones.
 // fromRev 0 means the next revision. As in etcd, fromRev may be the
 // compacted revision itself (its events, deletions included, are kept);
@@ -69,6 +69,12 @@ type wevent struct {
 // context.Canceled), when the store closes (ErrClosed) or when compaction
 // overtakes it (ErrCompacted).
 func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts ...WatchOption) (*Watcher, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if len(end) > 0 && !bytes.Equal(end, allKeys) && bytes.Compare(key, end) >= 0 {
+		return nil, fmt.Errorf("%w: [%q, %q)", ErrEmptyWatchRange, key, end)
+	}
 	r, err := checkRange(key, end)
 	if err != nil {
 		return nil, err
