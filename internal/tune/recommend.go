@@ -189,9 +189,11 @@ type Candidate struct {
 	AbsentMeasured bool
 	// CompactSeconds is the median time of the full compaction.
 	CompactSeconds float64
-	// SizeVsBase, WriteVsBase and ReadVsBase are the figures divided by
-	// the base config's.
+	// SizeVsBase, WriteVsBase and ReadVsBase are the figures relative to
+	// the base config's (see setVsBase); absentVsBase the same for the
+	// reads of absent keys.
 	SizeVsBase, WriteVsBase, ReadVsBase float64
+	absentVsBase                        float64
 	// Excluded says why the goal's constraints rule the candidate out; ""
 	// when it satisfies them.
 	Excluded string
@@ -494,11 +496,10 @@ func markPareto(cs []Candidate) {
 // fewest keys of the base wins, then the best score.
 func choose(cs []Candidate, goal Goal, b Bounds, cfg *config.Config) int {
 	markPareto(cs)
+	setVsBase(cs)
 	base := cs[0]
 	for i := range cs {
-		c := &cs[i]
-		c.SizeVsBase, c.WriteVsBase, c.ReadVsBase = ratioOf(c.DBSizeBytes, base.DBSizeBytes), ratioOf(c.WriteMBps, base.WriteMBps), ratioOf(c.ReadMBps, base.ReadMBps)
-		c.Excluded = excluded(*c, base, goal, b, cfg)
+		cs[i].Excluded = excluded(cs[i], base, goal, b, cfg)
 	}
 	tie := MinGain
 	if goal == GoalSize {
@@ -529,14 +530,48 @@ func choose(cs []Candidate, goal Goal, b Bounds, cfg *config.Config) int {
 	return chosen
 }
 
+// setVsBase sets each candidate's figures relative to the base's (cs[0]).
+// When every candidate has as many runs as the base, each ratio is the
+// median of the per-repeat ratios, the candidate's run k against the
+// base's run k (measured in the same pass over the candidates), so that a
+// drift of a shared machine's speed between passes cancels; otherwise the
+// ratio of the medians.
+func setVsBase(cs []Candidate) {
+	base := cs[0]
+	paired := len(base.Runs) > 0
+	for _, c := range cs {
+		paired = paired && len(c.Runs) == len(base.Runs)
+	}
+	for i := range cs {
+		c := &cs[i]
+		c.SizeVsBase = ratioOf(c.DBSizeBytes, base.DBSizeBytes)
+		if !paired {
+			c.WriteVsBase, c.ReadVsBase = ratioOf(c.WriteMBps, base.WriteMBps), ratioOf(c.ReadMBps, base.ReadMBps)
+			c.absentVsBase = ratioOf(c.AbsentMBps, base.AbsentMBps)
+			continue
+		}
+		// Same bytes on both sides: the MB/s ratio is the inverse time ratio.
+		vs := func(seconds func(Run) float64) float64 {
+			r := make([]float64, len(c.Runs))
+			for k := range c.Runs {
+				r[k] = ratioOf(seconds(base.Runs[k]), seconds(c.Runs[k]))
+			}
+			return median(r)
+		}
+		c.WriteVsBase = vs(func(x Run) float64 { return x.WriteSeconds })
+		c.ReadVsBase = vs(func(x Run) float64 { return x.ReadSeconds })
+		c.absentVsBase = vs(func(x Run) float64 { return x.AbsentSeconds })
+	}
+}
+
 // excluded returns why the constraints of goal rule c out, or "".
 func excluded(c, base Candidate, goal Goal, b Bounds, cfg *config.Config) string {
 	if c.BloomBits < base.BloomBits {
 		if !c.AbsentMeasured || !base.AbsentMeasured {
 			return "fewer bloom bits, absent reads not measured in L0-L5"
 		}
-		if c.AbsentMBps < (1-b.MaxReadLoss)*base.AbsentMBps {
-			return fmt.Sprintf("fewer bloom bits, absent reads %.2fx the base's", ratioOf(c.AbsentMBps, base.AbsentMBps))
+		if c.absentVsBase < 1-b.MaxReadLoss {
+			return fmt.Sprintf("fewer bloom bits, absent reads %.2fx the base's", c.absentVsBase)
 		}
 	}
 	if c.uncompressed(cfg) && base.Ratio >= IncompressibleRatio {
@@ -567,11 +602,11 @@ func goalScore(goal Goal, c, base Candidate) float64 {
 		}
 		return -c.DBSizeBytes
 	case GoalWrite:
-		return c.WriteMBps
+		return c.WriteVsBase
 	case GoalRead:
-		return c.ReadMBps
+		return c.ReadVsBase
 	}
-	return ratioOf(c.Ratio, base.Ratio) * math.Sqrt(ratioOf(c.WriteMBps, base.WriteMBps)*ratioOf(c.ReadMBps, base.ReadMBps))
+	return ratioOf(c.Ratio, base.Ratio) * math.Sqrt(c.WriteVsBase*c.ReadVsBase)
 }
 
 // ratioOf returns a / b, 0 when b is not positive.
@@ -613,6 +648,7 @@ func (res *RecommendResult) Table() *report.Table {
 		{Name: "Write", Unit: "MB/CPU-s", Key: "write_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Read", Unit: "MB/CPU-s", Key: "read_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Absent", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Compact", Unit: "s", Format: "%.2f"},
 		{Name: "Size vs base", Format: "%.2f"},
 		{Name: "Write vs base", Format: "%.2f"},
 		{Name: "Read vs base", Format: "%.2f"},
@@ -637,17 +673,22 @@ func (res *RecommendResult) Table() *report.Table {
 			absent = nil
 		}
 		t.Rows = append(t.Rows, []any{i + 1, c.Varied, codecPair(cfg), float64(cfg.LevelBlockSize(0)) / 1024, float64(cfg.LevelBlockSize(6)) / 1024, c.BloomBits,
-			c.DBSizeBytes / MiB, c.Ratio, c.WriteMBps, c.ReadMBps, c.WriteMBPerCPUs, c.ReadMBPerCPUs, absent,
+			c.DBSizeBytes / MiB, c.Ratio, c.WriteMBps, c.ReadMBps, c.WriteMBPerCPUs, c.ReadMBPerCPUs, absent, c.CompactSeconds,
 			c.SizeVsBase, c.WriteVsBase, c.ReadVsBase, within, pareto, chosen})
 	}
 	runs := "one run"
 	if res.Repeat > 1 {
 		runs = fmt.Sprintf("the median of %d runs", res.Repeat)
 	}
+	vs := "the ratio of the medians"
+	if res.Repeat > 1 {
+		vs = "the median of the per-repeat ratios (each candidate against the base of the same pass)"
+	}
 	t.Notes = []string{
 		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s of the `tune compression` measurement; each timed phase repeats until it has run %s.", res.Source, mib(res.RawBytes), runs, res.MinTime),
-		fmt.Sprintf("MB = MiB. Read: present keys after the full compaction, with a %d MB block cache, smaller than the sample's database as production caches are (the recommended config keeps the base's block_cache_size_mb). Absent: one read of an absent key per key, after the flush, against tables in L0-L5 (where every Get consults the bloom filters). MB/CPU-s: bytes per CPU-second of the process, all threads.", SampleCacheMB(res.RawBytes)),
+		fmt.Sprintf("MB = MiB. Read: present keys after the full compaction, with a %d MB block cache, smaller than the sample's database as production caches are (the recommended config keeps the base's block_cache_size_mb). Absent: one read of an absent key per key, after the flush, against tables in L0-L5 (where every Get consults the bloom filters). MB/CPU-s: bytes per CPU-second of the process, all threads. Write excludes the full compaction, whose time is Compact: what a slower bottommost codec costs.", SampleCacheMB(res.RawBytes)),
 		fmt.Sprintf("Goal %s: %s. Every goal: fewer bloom bits than the base only when absent reads were measured in L0-L5 and stay within %.0f%% of the base's; no compression at all only when the base stores less than %.2fx.", res.Goal, goalRule(res.Goal, res.Bounds), res.Bounds.MaxReadLoss*100, IncompressibleRatio),
+		fmt.Sprintf("X vs base: %s.", vs),
 		fmt.Sprintf("Among the candidates within bounds, scores within %.0f%% of the best (size: %.0f%%) count as equal, and the one changing the fewest keys of the base wins. Pareto: no other candidate is as small, as fast to write and as fast to read, and better on one.", MinGain*100, SizeTie*100),
 	}
 	return t
