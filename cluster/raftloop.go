@@ -413,6 +413,12 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 		if err != nil {
 			return fmt.Errorf("cluster: state machine cannot restore the snapshot at index %d: %w", rs.dataIndex, err)
 		}
+		// The raft log records the snapshot next: the data must be durable.
+		if s, ok := n.sm.(StateSyncer); ok {
+			if err := s.SyncState(); err != nil {
+				return fmt.Errorf("cluster: state machine sync after restore: %w", err)
+			}
+		}
 		n.smApplied = rs.dataIndex
 	}
 	members, err := unmarshalMemberSet(snap.GetData())

@@ -167,3 +167,14 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Flush makes every write applied so far durable, whatever the engine's
+// sync setting, by flushing the engine's memtables to tables. A cluster
+// member whose store runs with sync = false (its raft log is the durable
+// record) calls it before the raft log drops the entries behind it.
+func (s *Store) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.db.Flush()
+}

@@ -283,13 +283,24 @@ func toCompare(c *pb.Compare) (mvcc.Compare, error) {
 // AppliedIndex is the store's applied log index.
 func (a *applier) AppliedIndex() uint64 { return a.store.AppliedIndex() }
 
-// Snapshot writes the whole store for a member that fell behind the log.
-// The store cannot write one yet: a single member never needs it.
-func (a *applier) Snapshot(w io.Writer) (uint64, error) {
-	return 0, unsupported("store snapshots")
+// Snapshot writes the whole store for a cluster member that fell behind
+// the log, or a new one; it runs beside Apply (mvcc reads an engine
+// snapshot).
+func (a *applier) Snapshot(w io.Writer) (uint64, error) { return a.store.WriteSnapshot(w) }
+
+// Restore replaces the store's contents with a snapshot taken at index.
+func (a *applier) Restore(r io.Reader, index uint64) error {
+	if err := a.store.RestoreSnapshot(r); err != nil {
+		return err
+	}
+	if got := a.store.AppliedIndex(); got != index {
+		return fmt.Errorf("server: restored snapshot is at applied index %d, the leader said %d", got, index)
+	}
+	return nil
 }
 
-// Restore replaces the store's contents with a snapshot; see Snapshot.
-func (a *applier) Restore(r io.Reader, index uint64) error {
-	return unsupported("store snapshots")
-}
+// SyncState makes every applied entry durable (cluster.StateSyncer): in a
+// cluster the store's engine runs with sync = false, the raft log being
+// the durable record, and the raft node calls this before it truncates
+// the log.
+func (a *applier) SyncState() error { return a.store.Flush() }

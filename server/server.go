@@ -87,7 +87,15 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, log: opts.Logger}
 	s.ids = deriveIDs(cfg.DBPath)
 	var err error
-	if s.db, err = engine.OpenWithOptions(cfg, engine.Options{Logger: opts.Logger}); err != nil {
+	engineCfg := cfg
+	if cfg.Cluster.Enabled() {
+		// The raft log, fsynced on a majority before an entry applies, is
+		// the durable record; the store syncs before the log is truncated
+		// (applier.SyncState). See docs/cluster.md.
+		engineCfg = cfg.Clone()
+		engineCfg.Sync = false
+	}
+	if s.db, err = engine.OpenWithOptions(engineCfg, engine.Options{Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
@@ -112,6 +120,11 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	url := clientURL(cfg, s.ln.Addr())
 	newNode := opts.NewNode
+	if newNode == nil && cfg.Cluster.Enabled() {
+		newNode = func(sm cluster.StateMachine, _ IDs) (cluster.Node, error) {
+			return cluster.StartFromConfig(cfg, sm, opts.Logger)
+		}
+	}
 	if newNode == nil {
 		newNode = func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
 			return cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID,
