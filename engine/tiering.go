@@ -24,11 +24,23 @@ func (db *DB) tiered(fs vfs.FS, popts *pebble.Options) (vfs.FS, error) {
 		paths[i] = tiering.Path{Dir: p.Path, TargetSize: p.TargetSizeBytes}
 	}
 	layout, err := tiering.New(fs, cfg.DBPath, paths, tiering.Options{
-		Shape:  tiering.ShapeOf(popts),
-		Logger: pebbleLogger{db.logger},
+		Shape:    tiering.ShapeOf(popts),
+		Logger:   pebbleLogger{db.logger},
+		MoveRate: cfg.TieringMoveRateMB << 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
+	}
+	// A rewrite interrupted by a crash may have left its table in any path
+	// (rewriteTablePath); Open cleans db_path itself.
+	for _, p := range cfg.DBPaths {
+		if samePath(p.Path, cfg.DBPath) {
+			continue
+		}
+		if err := removeLeftovers(fs, p.Path); err != nil {
+			_ = layout.Close()
+			return nil, err
+		}
 	}
 	if db.dio != nil {
 		for i, p := range cfg.DBPaths {
@@ -59,17 +71,24 @@ func (db *DB) Tiering() (stats tiering.Stats, ok bool) {
 }
 
 // settleLayout runs the tiering mover until every table sits in the path
-// its level belongs to; CompactAll calls it last, so the layout holds its
-// targets when CompactAll returns. Without db_paths it does nothing.
+// its level belongs to (tiering.Layout.Settle: strict passes, waiting for
+// compactions that hold misplaced tables); CompactAll calls it last, so the
+// layout holds its targets when CompactAll returns. Without db_paths it does
+// nothing.
 func (db *DB) settleLayout(ctx context.Context) error {
 	if db.layout == nil {
 		return nil
 	}
-	return db.layout.Rebalance(ctx)
+	return db.layout.Settle(ctx)
 }
 
 // rewriteTablePath is where the codec rewrite writes the table it ingests
-// into level: name inside the directory that will hold it.
+// into level: name inside the directory that will hold it. With db_paths
+// that is the path the plan gives the level's next table, so Pebble's
+// ingestion hard-links it in place and the table is never copied again.
 func (db *DB) rewriteTablePath(level int, name string) string {
+	if db.layout != nil {
+		return db.layout.TablePath(level, name)
+	}
 	return db.fs.PathJoin(db.cfg.DBPath, name)
 }

@@ -119,3 +119,165 @@ func TestTieredLayout(t *testing.T) {
 		}
 	}
 }
+
+// issueRunConfig is the configuration of the run reported in issue 10:
+// three db_paths of 3 MB, 16 MB and 1 GB, 1 MB memtables, tables and base
+// level, no compression, the WAL in its own directory.
+func issueRunConfig(root string) *config.Config {
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(root, "fast")
+	cfg.WALDir = filepath.Join(root, "wal")
+	cfg.BlockCacheSizeMB = 8
+	cfg.MemtableSizeMB = 1
+	cfg.TargetFileSizeBaseMB = 1
+	cfg.MaxBytesForLevelBaseMB = 1
+	cfg.CompressionDefault, cfg.CompressionBottommost = "none", "none"
+	cfg.DBPaths = []config.DBPath{
+		{Path: cfg.DBPath, TargetSizeBytes: 3 << 20},
+		{Path: filepath.Join(root, "warm"), TargetSizeBytes: 16 << 20},
+		{Path: filepath.Join(root, "cold"), TargetSizeBytes: 1 << 30},
+	}
+	return cfg
+}
+
+// checkPathsWithinTarget checks, on disk, that every path but the last
+// holds at most its target plus one target file.
+func checkPathsWithinTarget(t *testing.T, cfg *config.Config) {
+	t.Helper()
+	slack := cfg.TargetFileSizeBaseMB << 20
+	for i, p := range cfg.DBPaths[:len(cfg.DBPaths)-1] {
+		if _, size := sstFiles(t, p.Path); size > int64(p.TargetSizeBytes)+slack {
+			t.Errorf("db_paths[%d] %s holds %.1f MB of tables, target %.1f MB (+%d MB slack)",
+				i, p.Path, float64(size)/(1<<20), float64(p.TargetSizeBytes)/(1<<20), slack>>20)
+		}
+	}
+}
+
+func checkAllKeys(t *testing.T, db *DB, n int) {
+	t.Helper()
+	for i := range n {
+		if v, err := db.Get(key(i)); err != nil || !bytes.Equal(v, doc(i, 1000)) {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+}
+
+// TestCompactAllSettlesTheLayout reproduces issue 10's run: ~19 MB of JSON
+// over three small db_paths, CompactAll, then a fresh open: every path but
+// the last is within its target (one target file of slack) on disk, every
+// key reads back; then a reopen with other targets and CompactAll: the new
+// targets hold too.
+func TestCompactAllSettlesTheLayout(t *testing.T) {
+	root := t.TempDir()
+	cfg := issueRunConfig(root)
+	const n = 19000 // ~19 MB
+	db := mustOpen(t, cfg)
+	for i := 0; i < n; i += 100 {
+		b := db.NewBatch()
+		for j := i; j < i+100; j++ {
+			if err := b.Put(key(j), doc(j, 1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := db.Tiering()
+	t.Logf("after CompactAll:\n%s", ts)
+	checkPathsWithinTarget(t, cfg)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = mustOpen(t, cfg)
+	checkPathsWithinTarget(t, cfg)
+	checkAllKeys(t, db, n)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Other targets: the fast path grows, the warm one shrinks.
+	changed := cfg.Clone()
+	changed.DBPaths[0].TargetSizeBytes = 6 << 20
+	changed.DBPaths[1].TargetSizeBytes = 4 << 20
+	db = mustOpen(t, changed)
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ = db.Tiering()
+	t.Logf("after reopening with 6 MB, 4 MB, 1 GB and CompactAll:\n%s", ts)
+	checkPathsWithinTarget(t, changed)
+	if _, size := sstFiles(t, changed.DBPaths[1].Path); size == 0 {
+		t.Errorf("the warm path is empty: %s", ts)
+	}
+	checkAllKeys(t, db, n)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTieringMoveRateValidated checks a bad tiering_move_rate_mb is
+// refused with the key, the value and the allowed range.
+func TestTieringMoveRateValidated(t *testing.T) {
+	cfg := issueRunConfig(t.TempDir())
+	cfg.TieringMoveRateMB = -1
+	_, err := Open(cfg)
+	if err == nil || !strings.Contains(err.Error(), "tiering_move_rate_mb") || !strings.Contains(err.Error(), "-1") || !strings.Contains(err.Error(), "0 to 1048576") {
+		t.Fatalf("Open with tiering_move_rate_mb = -1: %v", err)
+	}
+}
+
+// TestRewrittenTablesLandInTheirPath checks the codec rewrite writes its
+// tables into the path of their level (rewriteTablePath), so the ingestion
+// links them in place: with the layout settled before, CompactAll's
+// rewrites into L6 need no move.
+func TestRewrittenTablesLandInTheirPath(t *testing.T) {
+	root := t.TempDir()
+	cfg := issueRunConfig(root)
+	cfg.CompressionDefault, cfg.CompressionBottommost = "snappy", "zstd"
+	cfg.DBPaths = []config.DBPath{
+		{Path: cfg.DBPath, TargetSizeBytes: 2 << 20},
+		{Path: filepath.Join(root, "cold"), TargetSizeBytes: 1 << 30},
+	}
+	db := mustOpen(t, cfg)
+	defer db.Close()
+	if got := db.rewriteTablePath(6, "x.sst"); filepath.Dir(got) != cfg.DBPaths[1].Path {
+		t.Errorf("rewriteTablePath(6) = %s, want a name in %s", got, cfg.DBPaths[1].Path)
+	}
+	const n = 6000 // in key order: Pebble moves the snappy L0 tables to L6 unchanged
+	for i := range n {
+		if err := db.Put(key(i), doc(i, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := db.layout.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := db.Tiering()
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := db.Tiering()
+	m, err := db.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := m.Rewrites
+	t.Logf("rewrites %+v; tiering after CompactAll:\n%s", rw, after)
+	if rw.Tables == 0 {
+		t.Fatalf("no table rewritten: the test needs tables with another level's codec")
+	}
+	if moved := after.MovedFiles - before.MovedFiles; moved != 0 {
+		t.Errorf("CompactAll moved %d tables after rewriting %d: the rewritten tables did not land in their path", moved, rw.Tables)
+	}
+	checkPathsWithinTarget(t, cfg)
+	checkAllKeys(t, db, n)
+}

@@ -231,7 +231,12 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 			}
 		}
 	}
-	plan := l.computePlan(sizes)
+	// A strict pass places by the plan for the LSM as it is; the lazy
+	// passes and creation plan ahead (computePlan).
+	plan := Compute(sizes, l.shape, l.targets)
+	if !strict {
+		plan = l.computePlan(sizes)
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,0 +1,159 @@
+package admin
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+)
+
+// cliChildEnv carries, to TestStrataCLIChild, the arguments of one strata
+// command line, separated by newlines.
+const cliChildEnv = "STRATA_TIERING_CLI_ARGS"
+
+// TestStrataCLIChild runs one strata command line in this process when
+// started by runStrata; otherwise it does nothing.
+func TestStrataCLIChild(t *testing.T) {
+	args := os.Getenv(cliChildEnv)
+	if args == "" {
+		t.Skip("runs only as a child of runStrata")
+	}
+	root := NewRootCommand()
+	root.SetArgs(strings.Split(args, "\n"))
+	root.SetOut(os.Stdout)
+	root.SetErr(os.Stderr)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strata:", err)
+		os.Exit(1)
+	}
+}
+
+// runStrata runs a strata command line in a child process of its own, as a
+// user running the tool twice would, and returns its standard output.
+func runStrata(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStrataCLIChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), cliChildEnv+"="+strings.Join(args, "\n"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("strata %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// jsonLine is line i of the test file: a JSON document of about 1 KB.
+func jsonLine(i int) string {
+	r := rand.New(rand.NewPCG(uint64(i), 3))
+	words := []string{"tier", "level", "path", "table", "move", "device", "fast", "cold", "warm", "bytes"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"id":%d,"score":%d,"text":"`, i, r.IntN(1000))
+	for b.Len() < 1000 {
+		b.WriteString(words[r.IntN(len(words))])
+		b.WriteByte(' ')
+	}
+	b.WriteString(`"}`)
+	return b.String()
+}
+
+// TestLoadThenCompactHoldsTierTargets is issue 10's run through the tool:
+// `strata load` of ~19 MB of JSON Lines, then `strata compact`, each in a
+// process of its own, over db_paths of 3 MB, 16 MB and 1 GB (1 MB
+// memtables, tables and base level, no compression). When compact's process
+// has exited, every path but the last holds at most its target plus one
+// target file on disk, and every line reads back.
+func TestLoadThenCompactHoldsTierTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 19 MB in child processes")
+	}
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(dir, "fast")
+	cfg.WALDir = filepath.Join(dir, "wal")
+	cfg.BlockCacheSizeMB = 8
+	cfg.MemtableSizeMB = 1
+	cfg.TargetFileSizeBaseMB = 1
+	cfg.MaxBytesForLevelBaseMB = 1
+	cfg.CompressionDefault, cfg.CompressionBottommost = "none", "none"
+	cfg.DBPaths = []config.DBPath{
+		{Path: cfg.DBPath, TargetSizeBytes: 3 << 20},
+		{Path: filepath.Join(dir, "warm"), TargetSizeBytes: 16 << 20},
+		{Path: filepath.Join(dir, "cold"), TargetSizeBytes: 1 << 30},
+	}
+	text, err := cfg.Marshal("toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "strata.toml")
+	if err := os.WriteFile(cfgPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const lines = 19000
+	data := filepath.Join(dir, "data.jsonl")
+	f, err := os.Create(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i := range lines {
+		fmt.Fprintln(w, jsonLine(i))
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	runStrata(t, "--config", cfgPath, "load", data, "--progress", "never")
+	runStrata(t, "--config", cfgPath, "compact")
+	stats := runStrata(t, "--config", cfgPath, "stats")
+	t.Logf("after load and compact:\n%s", stats)
+
+	slack := cfg.TargetFileSizeBaseMB << 20
+	for i, p := range cfg.DBPaths[:len(cfg.DBPaths)-1] {
+		if size := tableBytes(t, p.Path); size > int64(p.TargetSizeBytes)+slack {
+			t.Errorf("db_paths[%d] %s holds %.1f MB of tables, target %.1f MB (+1 MB)",
+				i, p.Path, float64(size)/(1<<20), float64(p.TargetSizeBytes)/(1<<20))
+		}
+	}
+	db, err := engine.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range lines {
+		key := fmt.Appendf(nil, "entity:%08d", i)
+		if v, err := db.Get(key); err != nil || string(v) != jsonLine(i) {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+}
+
+// tableBytes sums the sizes of the table files in dir.
+func tableBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sst") {
+			info, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += info.Size()
+		}
+	}
+	return n
+}
