@@ -2,8 +2,11 @@ package server
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/cluster"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -105,5 +108,70 @@ func TestLeaseExpires(t *testing.T) {
 	}
 	if ttl, err := c.TimeToLive(ctx, short.ID); err != nil || ttl.TTL != -1 {
 		t.Errorf("expired lease: %+v, %v", ttl, err)
+	}
+}
+
+// followerNode reports another member as leader until lead is set.
+type followerNode struct {
+	cluster.Node
+	lead    atomic.Bool
+	changed chan struct{}
+}
+
+func (n *followerNode) Status() cluster.Status {
+	st := n.Node.Status()
+	if !n.lead.Load() {
+		st.IsLeader, st.Leader = false, st.MemberID+1
+	}
+	return st
+}
+
+func (n *followerNode) LeaderChanged() <-chan struct{} { return n.changed }
+
+// TestLeaseExpiresOnlyOnLeader: a member that does not lead never expires
+// a lease (the leader does, through the log); once it becomes leader it
+// gives the lease a full TTL and then expires it.
+func TestLeaseExpiresOnlyOnLeader(t *testing.T) {
+	fn := &followerNode{changed: make(chan struct{}, 1)}
+	s, err := Start(testConfig(t), Options{NewNode: func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
+		n, err := cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID})
+		fn.Node = n
+		return fn, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	g, err := c.Grant(ctx, minLeaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "k", "v", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(minLeaseTTL)*time.Second + 3*leaseCheckInterval)
+	if r, err := c.Get(ctx, "k"); err != nil || r.Count != 1 {
+		t.Fatalf("a member that does not lead expired a lease: %+v, %v", r, err)
+	}
+	became := time.Now()
+	fn.lead.Store(true)
+	fn.changed <- struct{}{}
+	for {
+		r, err := c.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 0 {
+			break
+		}
+		if time.Since(became) > 20*time.Second {
+			t.Fatal("the new leader did not expire the lease in 20 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d := time.Since(became); d < time.Duration(minLeaseTTL)*time.Second {
+		t.Errorf("expired %v after becoming leader, before a full TTL of %ds", d, minLeaseTTL)
 	}
 }
