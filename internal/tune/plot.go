@@ -21,8 +21,9 @@ type TradeoffPoint struct {
 	Label string
 	// SizeMB is the database size, WriteMBps and ReadMBps the speeds.
 	SizeMB, WriteMBps, ReadMBps float64
-	// Pareto marks a member of the frontier over size, write and read.
-	Pareto bool
+	// Pareto marks a member of the frontier over size, write and read;
+	// Base the base config the others are measured against.
+	Pareto, Base bool
 }
 
 // The legend's names of the marks, which tests look for in the SVG.
@@ -31,6 +32,7 @@ const (
 	legendPareto     = "Pareto frontier (size, write, read)"
 	legendFrontier   = "frontier of this panel"
 	legendChosen     = "chosen: "
+	legendBase       = "base config"
 )
 
 // Colours of the marks.
@@ -44,10 +46,22 @@ var (
 // panels side by side, DB size (MB) against write MB/s and against point-read
 // MB/s. Every configuration is a grey dot, members of the Pareto frontier
 // (size, write, read) blue dots; each panel's own frontier (no point both
-// smaller and faster on that panel's speed) is a blue line; the chosen
-// point, if chosen >= 0, a red ring named in the legend. So the eye finds
+// smaller and faster on that panel's speed) is a dashed blue line; the base
+// config a black square; the chosen point, if chosen >= 0, a red ring named
+// in the legend. So the eye finds
 // what a table hides: how much speed each MB saved costs.
 func PlotTradeoff(w io.Writer, title string, points []TradeoffPoint, chosen int) error {
+	return drawTradeoff(vgsvg.New(tradeoffWidth, tradeoffHeight), w, title, points, chosen)
+}
+
+// The size of the trade-off plot.
+const (
+	tradeoffWidth  = 28 * vg.Centimeter
+	tradeoffHeight = 13 * vg.Centimeter
+)
+
+// drawTradeoff draws PlotTradeoff's panels on canvas and writes it to w.
+func drawTradeoff(canvas vg.CanvasWriterTo, w io.Writer, title string, points []TradeoffPoint, chosen int) error {
 	if len(points) == 0 {
 		return errors.New("tune: plot: no points")
 	}
@@ -75,7 +89,6 @@ func PlotTradeoff(w io.Writer, title string, points []TradeoffPoint, chosen int)
 		p.Y.Label.Text = panel.name
 		row[i] = p
 	}
-	canvas := vgsvg.New(28*vg.Centimeter, 13*vg.Centimeter)
 	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Centimeter, PadTop: vg.Millimeter * 3,
 		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
 	dcs := plot.Align([][]*plot.Plot{row}, tiles, draw.New(canvas))
@@ -91,7 +104,7 @@ func PlotTradeoff(w io.Writer, title string, points []TradeoffPoint, chosen int)
 // tradeoffPanel returns one panel: size against speed.
 func tradeoffPanel(points []TradeoffPoint, chosen int, speed func(TradeoffPoint) float64) (*plot.Plot, error) {
 	p := plot.New()
-	p.Legend.Top = true
+	p.Legend.Top = false // bottom right: large and slow, where few configs fall
 	p.Legend.TextStyle.Font.Size = vg.Points(7)
 	var all, pareto plotter.XYs
 	for _, pt := range points {
@@ -124,6 +137,19 @@ func tradeoffPanel(points []TradeoffPoint, chosen int, speed func(TradeoffPoint)
 	line.LineStyle = draw.LineStyle{Color: colourPareto, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(2)}}
 	p.Add(line)
 	p.Legend.Add(legendFrontier, line)
+	for _, pt := range points {
+		if !pt.Base {
+			continue
+		}
+		base, err := plotter.NewScatter(plotter.XYs{{X: pt.SizeMB, Y: speed(pt)}})
+		if err != nil {
+			return nil, fmt.Errorf("tune: plot: %w", err)
+		}
+		base.GlyphStyle = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(3.5), Shape: draw.BoxGlyph{}}
+		p.Add(base)
+		p.Legend.Add(legendBase, base)
+		break
+	}
 	if chosen >= 0 {
 		c := points[chosen]
 		mark, err := plotter.NewScatter(plotter.XYs{{X: c.SizeMB, Y: speed(c)}})
@@ -157,7 +183,7 @@ func frontier2D(xys plotter.XYs) plotter.XYs {
 func (res *RecommendResult) TradeoffPoints() []TradeoffPoint {
 	out := make([]TradeoffPoint, len(res.Candidates))
 	for i, c := range res.Candidates {
-		out[i] = TradeoffPoint{Label: c.Name, SizeMB: c.DBSizeBytes / MiB, WriteMBps: c.WriteMBps, ReadMBps: c.ReadMBps, Pareto: c.Pareto}
+		out[i] = TradeoffPoint{Label: c.Name, SizeMB: c.DBSizeBytes / MiB, WriteMBps: c.WriteMBps, ReadMBps: c.ReadMBps, Pareto: c.Pareto, Base: i == 0}
 	}
 	return out
 }

@@ -81,6 +81,7 @@ func TestPlotRecommend(t *testing.T) {
 		legendChosen + cs[1].Name:    2, // the chosen config, named in each panel's legend
 		legendPareto:                 2,
 		legendFrontier:               2,
+		legendBase:                   2,
 		"DB size (MB)":               2,
 		"Write (MB/s)":               1,
 		"Point read (MB/s)":          1,
