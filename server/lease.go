@@ -33,10 +33,10 @@ const leaseCheckInterval = 500 * time.Millisecond
 type lessor struct {
 	s *Server
 
+	// mu guards expiry: when each lease expires, kept only while this
+	// member leads (emptied otherwise, so a new leader starts afresh).
 	mu     sync.Mutex
 	expiry map[int64]time.Time
-	// leading is whether the expiries above are a leader's.
-	leading bool
 
 	stopped chan struct{}
 	done    chan struct{}
@@ -69,8 +69,7 @@ func (l *lessor) run() {
 			return
 		case <-l.s.node.LeaderChanged():
 			l.mu.Lock()
-			l.leading = false // re-arm every lease at the next check
-			l.expiry = map[int64]time.Time{}
+			l.expiry = map[int64]time.Time{} // re-armed at the next check
 			l.mu.Unlock()
 		case <-t.C:
 			for _, id := range l.expired(time.Now()) {
@@ -90,7 +89,6 @@ func (l *lessor) run() {
 func (l *lessor) expired(now time.Time) []int64 {
 	if !l.s.node.Status().IsLeader {
 		l.mu.Lock()
-		l.leading = false
 		l.expiry = map[int64]time.Time{}
 		l.mu.Unlock()
 		return nil
@@ -98,7 +96,6 @@ func (l *lessor) expired(now time.Time) []int64 {
 	leases := l.s.store.Leases()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.leading = true
 	var out []int64
 	live := make(map[int64]bool, len(leases))
 	for _, ls := range leases {
