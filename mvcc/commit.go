@@ -180,6 +180,10 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	if err := b.CommitNoSyncWait(); err != nil {
 		return TxnResponse{}, t.abort(err)
 	}
+	var syncErr error
+	if s.opts.hooks.syncUnderLock {
+		syncErr = b.SyncWait()
+	}
 	if p.rev != 0 {
 		s.lastRev = p.rev
 	}
@@ -191,9 +195,11 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	s.pubMu.Unlock()
 	s.writeMu.Unlock()
 
-	err := b.SyncWait()
+	if err := b.SyncWait(); err != nil {
+		syncErr = err
+	}
 	s.pubMu.Lock()
-	p.synced, p.err = true, err
+	p.synced, p.err = true, syncErr
 	s.publishLocked()
 	s.pubMu.Unlock()
 	<-p.done

@@ -38,6 +38,10 @@ type hooks struct {
 	// batch i (0 is the one that schedules it); an error aborts the
 	// compaction with that error, as a failed write would.
 	beforeCompactCommit func(i int) error
+	// syncUnderLock makes each writer wait for its WAL sync while it
+	// holds writeMu, as a store without group commit would: the peer of
+	// the group commit benchmark.
+	syncUnderLock bool
 }
 
 const (
