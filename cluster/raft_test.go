@@ -110,7 +110,7 @@ func (l *testLogger) Infof(format string, args ...any) {
 
 // testCluster is n in-process members on loopback ports.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	members []MemberConfig
 	nodes   []Node
@@ -119,7 +119,7 @@ type testCluster struct {
 	log     *testLogger
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -130,8 +130,8 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func newTestCluster(t *testing.T, size int, tune func(*RaftConfig)) *testCluster {
-	c := &testCluster{t: t, dir: t.TempDir(), tune: tune, log: &testLogger{t: t}}
+func newTestCluster(t testing.TB, size int, tune func(*RaftConfig)) *testCluster {
+	c := &testCluster{t: t, dir: t.TempDir(), tune: tune, log: &testLogger{t: t, done: !testing.Verbose()}}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			if n != nil {
