@@ -249,6 +249,30 @@ func TestMemberAddAndEndpointStatus(t *testing.T) {
 	}
 
 	checkEndpointStatus(t, c)
+
+	// Removed again, s4 stops by itself and its process ends, saying why.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = cli.MemberRemove(ctx, added.Member.ID)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m4.mu.Lock()
+	exited := m4.exited
+	m4.mu.Unlock()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("s4 still runs 10s after its removal")
+	}
+	if !m4.logHas("cluster member stopped: cluster: member removed from the cluster") {
+		t.Fatalf("s4's log does not say it was removed:\n%s", tail(m4.logPath, 10))
+	}
+	c.kill(m4) // forget the process
+	c.members = c.members[:3]
+	if _, err := cli.Put(context.Background(), "after-remove", "1"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkEndpointStatus runs etcdctl endpoint status against every member.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/server"
 )
@@ -92,7 +93,24 @@ in flight and closes the database. See docs/server.md.`,
 				_ = srv.Close()
 				return err
 			}
-			<-ctx.Done()
+			if cfg.Cluster.Enabled() {
+				st := srv.Node().Status()
+				fmt.Fprintf(out, "strata: cluster member %s (%x) of cluster %x, peer traffic on %s, raft log in %s\n",
+					cfg.Cluster.Name, st.MemberID, st.ClusterID, cfg.Cluster.ListenPeer, cfg.Cluster.RaftDirFor(cfg.DBPath))
+			}
+			// A cluster member may stop by itself (removed from the
+			// cluster): then the process ends with the reason.
+			var memberStopped <-chan struct{}
+			stopper, _ := srv.Node().(cluster.Stopper)
+			if stopper != nil {
+				memberStopped = stopper.Done()
+			}
+			select {
+			case <-ctx.Done():
+			case <-memberStopped:
+				_ = srv.Close()
+				return fmt.Errorf("cluster member stopped: %w", stopper.Err())
+			}
 			fmt.Fprintln(cmd.ErrOrStderr(), "strata: shutting down: finishing requests in flight")
 			began = time.Now()
 			if err := srv.Close(); err != nil {
