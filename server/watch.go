@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/stratadb/strata/mvcc"
 )
@@ -47,6 +48,12 @@ type streamWatcher struct {
 }
 
 func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
+	// clientv3.WithRequireLeader: a member without a leader refuses the
+	// stream, as etcd does, so the client can try another member.
+	if md, ok := metadata.FromIncomingContext(stream.Context()); ok && len(md.Get(rpctypes.MetadataRequireLeaderKey)) > 0 &&
+		md.Get(rpctypes.MetadataRequireLeaderKey)[0] == rpctypes.MetadataHasLeader && ws.s.node.Status().Leader == 0 {
+		return rpctypes.ErrGRPCNoLeader
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	stop := context.AfterFunc(ws.s.streams, cancel)
 	defer stop()

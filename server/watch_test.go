@@ -3,8 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/cluster"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -125,5 +130,41 @@ func TestWatchResumesAfterCompaction(t *testing.T) {
 	wc = c.Watch(ctx, "k", clientv3.WithRev(r.CompactRevision))
 	if got, want := describe(collect(t, wc, 3)), "PUT k=2@4 PUT k=3@5 PUT k=4@6 "; got != want {
 		t.Errorf("resumed watch: %s, want %s", got, want)
+	}
+}
+
+// leaderlessNode is a member that knows no leader.
+type leaderlessNode struct{ cluster.Node }
+
+func (n leaderlessNode) Status() cluster.Status {
+	st := n.Node.Status()
+	st.IsLeader, st.Leader = false, 0
+	return st
+}
+
+// TestNoLeader: without a leader, a watch that requires one is refused
+// with etcd's ErrNoLeader, and /health answers 503.
+func TestNoLeader(t *testing.T) {
+	s, err := Start(testConfig(t), Options{NewNode: func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
+		n, err := cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID})
+		return leaderlessNode{n}, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := newClient(t, s, nil)
+	wc := c.Watch(clientv3.WithRequireLeader(testCtx(t)), "k")
+	if r := nextResponse(t, wc); !errors.Is(r.Err(), rpctypes.ErrNoLeader) {
+		t.Errorf("watch requiring a leader: %v, want %v", r.Err(), rpctypes.ErrNoLeader)
+	}
+	resp, err := http.Get("http://" + s.Addr().String() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"health":"false","reason":"RAFT NO LEADER"`) {
+		t.Errorf("/health without a leader: %d %s", resp.StatusCode, body)
 	}
 }
