@@ -363,23 +363,19 @@ func (res *MemoryResult) Table() *report.Table {
 			cells = append(cells, cell(rss[k]))
 		}
 		if len(peers) > 0 {
-			met, some := true, false
+			var verdicts []string
 			for _, k := range peers {
 				r := ratio(rss[KindStrata], rss[k])
 				cells = append(cells, cell(r))
-				if !math.IsNaN(r) {
-					some = true
-					met = met && r <= GoalRSSShare
+				switch {
+				case math.IsNaN(r):
+				case r <= GoalRSSShare:
+					verdicts = append(verdicts, "met vs "+kindLabel[k])
+				default:
+					verdicts = append(verdicts, "no vs "+kindLabel[k])
 				}
 			}
-			switch {
-			case !some:
-				cells = append(cells, "")
-			case met:
-				cells = append(cells, "met")
-			default:
-				cells = append(cells, "no: > 1/3")
-			}
+			cells = append(cells, strings.Join(verdicts, ", "))
 		}
 		for _, k := range servers {
 			cells = append(cells, cell(load[k]))

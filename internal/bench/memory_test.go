@@ -62,7 +62,7 @@ func TestMemoryTable(t *testing.T) {
 		{Row: o.rows()[0], Kind: KindEtcd34, RSSBytes: 120 << 20, LoadSeconds: 2},
 	}}
 	tab := res.Table()
-	want := []any{"1K", 1, 64, 256, 30.0, 120.0, 0.25, "met", 1.0, 2.0}
+	want := []any{"1K", 1, 64, 256, 30.0, 120.0, 0.25, "met vs etcd 3.4", 1.0, 2.0}
 	got := tab.Rows[0]
 	if len(got) != len(want) {
 		t.Fatalf("row %v", got)
