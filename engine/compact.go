@@ -132,13 +132,19 @@ func (db *DB) compact(ctx context.Context, start, end []byte) error {
 	if db.testBeforeRewrite != nil {
 		db.testBeforeRewrite()
 	}
-	for range maxRewritePasses {
+	for pass := range maxRewritePasses {
 		tables, err := db.mismatched(start, end, cutoff)
 		if err != nil {
 			return fmt.Errorf("engine: compact: %w", err)
 		}
 		if len(tables) == 0 {
 			return nil
+		}
+		if pass < touchPasses && !db.testChunksOnly {
+			if err := db.touchAndCompact(ctx, tables); err != nil {
+				return fmt.Errorf("engine: compact: %w", err)
+			}
+			continue
 		}
 		for _, t := range tables {
 			if err := db.rewriteTable(ctx, t); err != nil {
@@ -157,6 +163,51 @@ func (db *DB) compact(ctx context.Context, start, end []byte) error {
 		return fmt.Errorf("%w: %d table(s) after %d passes, the first L%d table %d (%s)",
 			ErrCodecsRemain, len(left), maxRewritePasses, left[0].level, left[0].num, left[0].codec)
 	}
+	return nil
+}
+
+// touchPasses is how many passes let Pebble itself rewrite the tables that
+// kept another level's codec (see touchAndCompact) before the remaining
+// ones are rewritten chunk by chunk.
+const touchPasses = 2
+
+// touchAndCompact makes Pebble rewrite tables that a move left with another
+// level's codec, with no excise and so nothing for a racing write to lose:
+// a range-key deletion over each table's span (our reads and writes never
+// use range keys, so it deletes nothing) is flushed into an L0 table that
+// overlaps the table, and a manual compaction of the span must then merge
+// the two instead of moving the table, writing the output with its level's
+// options. Writers, readers and snapshots go on as beside any compaction.
+func (db *DB) touchAndCompact(ctx context.Context, tables []mismatchedTable) error {
+	b := db.pdb.NewBatch()
+	defer b.Close()
+	lo, hi := tables[0].start, tables[0].end
+	for _, t := range tables {
+		if err := b.RangeKeyDelete(t.start, t.end, nil); err != nil {
+			return err
+		}
+		if bytes.Compare(t.start, lo) < 0 {
+			lo = t.start
+		}
+		if bytes.Compare(t.end, hi) > 0 {
+			hi = t.end
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	before := db.pdb.Metrics().Compact.Count
+	if err := db.pdb.Compact(ctx, lo, hi, true); err != nil {
+		return err
+	}
+	db.rewrite.update(func(m *RewriteMetrics) {
+		m.Tables += int64(len(tables))
+		m.ByCompaction += int64(len(tables))
+		for _, t := range tables {
+			m.BytesIn += t.size
+		}
+		m.Compactions += db.pdb.Metrics().Compact.Count - before
+	})
 	return nil
 }
 
@@ -400,10 +451,14 @@ func (r *rewriteCounter) fail()  { r.update(func(m *RewriteMetrics) { m.Failed++
 // RewriteMetrics counts the tables CompactAll and Compact rewrote into their
 // level's codec.
 type RewriteMetrics struct {
-	// Tables is the number of tables rewritten; Chunks the ingestions that
-	// replaced them (rewriteChunkBytes of data each).
-	Tables, Chunks int64
-	// BytesIn and BytesOut are the sizes of the tables before and after.
+	// Tables is the number of tables rewritten into their level's codec;
+	// ByCompaction those of them Pebble's own compaction rewrote (see
+	// touchAndCompact), in Compactions compactions; the others were
+	// rewritten chunk by chunk, in Chunks ingestions.
+	Tables, ByCompaction, Compactions, Chunks int64
+	// BytesIn is the size of the tables before; BytesOut the size of the
+	// chunks that replaced them (Pebble's compaction output is not
+	// separated from its other work).
 	BytesIn, BytesOut uint64
 	// Retries counts chunks read again because a write landed in them while
 	// they were rewritten; Gated counts chunks rewritten under a gate on
@@ -419,16 +474,21 @@ func (r *rewriteCounter) load() RewriteMetrics {
 	return r.m
 }
 
-// WaitForCompactions waits until the background compactions have brought
-// L0 below Pebble's compaction threshold (its L0 score under 1: fewer
-// sublevels than L0CompactionThreshold and fewer files than
-// L0CompactionFileThreshold) and no compaction runs, polling every
-// interval and calling progress (if not nil) with each reading. A
-// short-lived process (a bulk load) calls it before Close, so the LSM it
-// leaves is in shape: nothing later is long enough to work off a backlog
-// of L0 tables. It returns the last metrics, with ctx's error if ctx ended
-// first.
+// WaitForCompactions leaves the LSM in shape after a bulk load: it waits
+// until the background compactions have brought L0 below Pebble's
+// compaction threshold (its L0 score under 1) with no compaction running,
+// and then, if L0 still holds L0CompactionThreshold tables or more (tables
+// of ascending keys never overlap, so Pebble's score stays low however many
+// there are), compacts L0's span down, which mostly moves the tables. It
+// polls every interval and calls progress (if not nil) with each reading.
+// A short-lived process calls it before Close: nothing later is long enough
+// to work off such a backlog. It returns the last metrics, with ctx's error
+// if ctx ended first.
 func (db *DB) WaitForCompactions(ctx context.Context, interval time.Duration, progress func(*Metrics)) (*Metrics, error) {
+	if err := db.writable("WaitForCompactions"); err != nil {
+		return nil, err
+	}
+	compacted := false
 	for {
 		m, err := db.Metrics()
 		if err != nil {
@@ -437,8 +497,16 @@ func (db *DB) WaitForCompactions(ctx context.Context, interval time.Duration, pr
 		if progress != nil {
 			progress(m)
 		}
-		if m.Levels[0].Score < 1 && m.Compaction.InProgress == 0 {
+		idle := m.Levels[0].Score < 1 && m.Compaction.InProgress == 0
+		if idle && (compacted || m.Levels[0].Tables < int64(db.popts.L0CompactionThreshold)) {
 			return m, nil
+		}
+		if idle {
+			compacted = true
+			if err := db.compactL0(ctx, interval, progress); err != nil {
+				return m, err
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -446,6 +514,44 @@ func (db *DB) WaitForCompactions(ctx context.Context, interval time.Duration, pr
 		case <-db.ctx.Done():
 			return m, ErrClosed
 		case <-time.After(interval):
+		}
+	}
+}
+
+// compactL0 compacts the span of L0's tables, reporting progress meanwhile.
+func (db *DB) compactL0(ctx context.Context, interval time.Duration, progress func(*Metrics)) error {
+	if err := db.enterOp(); err != nil {
+		return err
+	}
+	defer db.leaveOp()
+	levels, err := db.pdb.SSTables()
+	if err != nil {
+		return err
+	}
+	var start, end []byte
+	for i, t := range levels[0] {
+		if i == 0 || bytes.Compare(t.Smallest.UserKey, start) < 0 {
+			start = bytes.Clone(t.Smallest.UserKey)
+		}
+		if i == 0 || bytes.Compare(t.Largest.UserKey, end) >= 0 {
+			end = append(bytes.Clone(t.Largest.UserKey), 0)
+		}
+	}
+	if start == nil {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- db.pdb.Compact(ctx, start, end, true) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(interval):
+			if progress != nil {
+				if m, err := db.metrics(); err == nil {
+					progress(m)
+				}
+			}
 		}
 	}
 }

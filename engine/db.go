@@ -103,6 +103,9 @@ type DB struct {
 	// testBeforeRewrite, set only by tests, runs between Pebble's
 	// compaction and the codec rewrite of Compact and CompactAll.
 	testBeforeRewrite func()
+	// testChunksOnly, set only by tests, skips touchAndCompact, so every
+	// table is rewritten chunk by chunk under the write guard.
+	testChunksOnly bool
 	// openSnapshots counts snapshots not yet closed.
 	openSnapshots atomic.Int64
 

@@ -158,6 +158,11 @@ func (db *DB) Metrics() (*Metrics, error) {
 		return nil, err
 	}
 	defer db.leaveOp()
+	return db.metrics()
+}
+
+// metrics is Metrics for a caller inside the op gate.
+func (db *DB) metrics() (*Metrics, error) {
 	pm := db.pdb.Metrics()
 	m := &Metrics{NotApplicable: db.notes}
 	tables, err := db.pdb.SSTables(pebble.WithProperties())

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"io"
 
 	"os"
 	"slices"
@@ -33,8 +34,8 @@ func tableDirs(cfg *config.Config, rec *config.Recorded) []string {
 // readOnlyFS is the file system of a read-only open: table files named in
 // db_path are found in whichever table directory holds them (a tiered
 // database), db_path's listing shows them all, and every call that would
-// change something fails with ErrReadOnly. Locking passes through: it
-// changes no file's contents, and keeps a writer out while we read.
+// change something fails with ErrReadOnly. Lock takes a shared lock on the
+// operating system's file system (see sharedLock) and none on another.
 type roFS struct {
 	vfs.FS
 	dbPath string
@@ -108,6 +109,13 @@ func (f *roFS) MkdirAll(dir string, perm os.FileMode) error {
 		return nil
 	}
 	return f.refuse("mkdir", dir)
+}
+
+func (f *roFS) Lock(name string) (io.Closer, error) {
+	if vfs.Root(f.FS) == vfs.Default {
+		return sharedLock(name)
+	}
+	return io.NopCloser(nil), nil
 }
 
 // Unwrap returns the wrapped file system.

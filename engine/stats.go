@@ -65,8 +65,9 @@ func (db *DB) Stats() (string, error) {
 	fmt.Fprintf(&b, "Compactions: %d (%d moves), %d running, pending %.2f MB, %s; flushes %d, %d running\n",
 		m.Compaction.Count, m.Compaction.MoveCount, m.Compaction.InProgress, mb(int64(m.Compaction.EstimatedDebtBytes)), m.Compaction.Duration.Round(1e6),
 		m.Compaction.Flushes, m.Compaction.FlushesInProgress)
-	fmt.Fprintf(&b, "Codec rewrites: %d tables (%.2f MB -> %.2f MB) in %d chunks, %d chunks retried after racing writes, %d gated, %d failed\n",
-		m.Rewrites.Tables, mb(int64(m.Rewrites.BytesIn)), mb(int64(m.Rewrites.BytesOut)), m.Rewrites.Chunks, m.Rewrites.Retries, m.Rewrites.Gated, m.Rewrites.Failed)
+	r := m.Rewrites
+	fmt.Fprintf(&b, "Codec rewrites: %d tables (%.2f MB), %d by Pebble's compaction (%d compactions), %d in %d chunks (%.2f MB out, %d retried after racing writes, %d gated); %d failed\n",
+		r.Tables, mb(int64(r.BytesIn)), r.ByCompaction, r.Compactions, r.Tables-r.ByCompaction, r.Chunks, mb(int64(r.BytesOut)), r.Retries, r.Gated, r.Failed)
 	if d := m.DirectIO; d.Reads || d.Writes {
 		fmt.Fprintf(&b, "Direct I/O: reads %v, flush/compaction writes %v; %d direct reads (%.2f MB), %d direct writes (%.2f MB)",
 			d.Reads, d.Writes, d.DirectReads, mb(d.DirectReadBytes), d.DirectWrites, mb(d.DirectWriteBytes))

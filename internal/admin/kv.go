@@ -73,7 +73,7 @@ nothing on stdout, reports 'key "KEY" not found' and exits with status 1.`,
 			if err := o.Validate(cmd); err != nil {
 				return err
 			}
-			db, err := o.global.open(o.global.logger(cmd), mustExist)
+			db, err := o.global.open(o.global.logger(cmd), readOnly)
 			if err != nil {
 				return err
 			}

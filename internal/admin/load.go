@@ -31,6 +31,9 @@ type loadOptions struct {
 	batchSize int
 	resume    bool
 	progress  string
+	// waitCompactions makes load wait, before it closes the database, for
+	// the background compactions to bring L0 below Pebble's threshold.
+	waitCompactions bool
 }
 
 // AddFlags registers load's flags.
@@ -38,6 +41,7 @@ func (o *loadOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.batchSize, "batch-size", 1000, "commit every `N` entities as one atomic batch")
 	fs.BoolVar(&o.resume, "resume", false, "skip the lines already loaded: continue after the last entity:%08d key present")
 	fs.StringVar(&o.progress, "progress", progressAuto, "progress bar on stderr, `MODE` auto (when stderr is a terminal and not --verbose), always or never")
+	fs.BoolVar(&o.waitCompactions, "wait-compactions", true, "before exiting, wait for the background compactions to bring L0 below Pebble's compaction threshold (false: exit at once and leave the backlog to later opens)")
 }
 
 // Validate checks the flags and the FILE argument.
@@ -69,7 +73,13 @@ Lines are written in batches of --batch-size entities, committed atomically in
 input order (with sync = true in the configuration each batch is durable
 before the next is built). So whatever stops a load, a crash or a bad line,
 the entities present are a prefix of the file: a bad line leaves every line
-before it loaded, and --resume continues after the last entity present.`,
+before it loaded, and --resume continues after the last entity present.
+
+A bulk load leaves many tables in L0, and later commands are too short for
+a compaction to finish, so before it exits load waits (with progress) until
+the background compactions have brought L0 below Pebble's compaction
+threshold, then reports how much compaction debt is left, if any.
+--wait-compactions=false skips the wait.`,
 		Example: `  strata --config strata.toml load entities.jsonl
   strata --db ./data load entities.jsonl --batch-size 5000
   strata --db ./data load entities.jsonl --resume   # after a crash or a fixed line`,
@@ -138,8 +148,42 @@ func (o *loadOptions) run(cmd *cobra.Command) (err error) {
 			fmt.Fprintf(out, "skipped %d entities already present (%s..%s)\n", st.skipped, workload.Key(0), workload.Key(st.skipped-1))
 		}
 	}
-	_, err = fmt.Fprintf(out, "loaded %d entities (%.1f MB) in %s: %.1f MB/s\n",
-		st.loaded, mib(st.bytes), formatElapsed(st.elapsed), mib(st.bytes)/max(st.elapsed.Seconds(), 1e-9))
+	if _, err := fmt.Fprintf(out, "loaded %d entities (%.1f MB) in %s: %.1f MB/s\n",
+		st.loaded, mib(st.bytes), formatElapsed(st.elapsed), mib(st.bytes)/max(st.elapsed.Seconds(), 1e-9)); err != nil {
+		return err
+	}
+	return o.settle(cmd, db)
+}
+
+// settle waits for the compactions (unless --wait-compactions=false) and
+// reports the state of L0 and the compaction debt left.
+func (o *loadOptions) settle(cmd *cobra.Command, db *engine.DB) error {
+	m, err := db.Metrics()
+	if err != nil {
+		return err
+	}
+	began, l0Before := time.Now(), m.Levels[0].Tables
+	if o.waitCompactions {
+		bar := o.newBar(cmd.ErrOrStderr(), -1)
+		bar.Describe("compacting")
+		m, err = db.WaitForCompactions(cmd.Context(), 100*time.Millisecond, func(m *engine.Metrics) {
+			bar.Describe(fmt.Sprintf("compacting: L0 %d tables, %d sublevels; debt %.1f MB", m.Levels[0].Tables, m.Levels[0].Sublevels, mib(int64(m.Compaction.EstimatedDebtBytes))))
+			_ = bar.Add(1)
+		})
+		_ = bar.Finish()
+		if err != nil {
+			return fmt.Errorf("waiting for compactions: %w", err)
+		}
+	}
+	out := cmd.OutOrStdout()
+	debt := mib(int64(m.Compaction.EstimatedDebtBytes))
+	if o.waitCompactions {
+		_, err = fmt.Fprintf(out, "compactions: L0 from %d to %d tables in %s; compaction debt left %.1f MB\n",
+			l0Before, m.Levels[0].Tables, formatElapsed(time.Since(began)), debt)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "compactions not awaited (--wait-compactions=false): L0 holds %d tables (%d sublevels); compaction debt left %.1f MB for later opens\n",
+		m.Levels[0].Tables, m.Levels[0].Sublevels, debt)
 	return err
 }
 

@@ -116,7 +116,7 @@ WAL, stalls and compactions.`,
 		Example: `  strata --config strata.toml stats`,
 		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			db, err := o.global.open(o.global.logger(cmd), mustExist)
+			db, err := o.global.open(o.global.logger(cmd), readOnly)
 			if err != nil {
 				return err
 			}

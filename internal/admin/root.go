@@ -26,9 +26,12 @@ func NewRootCommand() *cobra.Command {
 		Long: `strata administers a Strata database, in the spirit of RocksDB's ldb.
 
 Select the database with --config FILE (TOML, YAML or JSON, chosen by the
-extension) or --db DIR (the default configuration with db_path = DIR). With
-both, --db overrides the file's db_path. Only put and load create a database;
-the other commands need db_path to exist.`,
+extension) or --db DIR alone: the configuration the database recorded in
+DIR/OPTIONS-rocksdb at its last open (db_paths, wal_dir, codecs, ...), or the
+default one with db_path = DIR for a new database. With both, --db overrides
+the file's db_path. Only put and load create a database; the other commands
+need db_path to exist. get, scan and stats open the database read-only:
+nothing on disk changes, not even the OPTIONS file.`,
 		Example: `  strata --db /var/lib/strata put user:1 '{"name":"Ada"}'
   strata --config strata.toml scan --prefix user: --limit 10
   strata --config strata.toml load entities.jsonl --resume
@@ -71,7 +74,7 @@ type globalOptions struct {
 // AddFlags registers the global flags on fs (the root's persistent flags).
 func (o *globalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.configPath, "config", "", "configuration `FILE` (.toml, .yaml, .yml or .json)")
-	fs.StringVar(&o.dbPath, "db", "", "database `DIR`: the default configuration with db_path = DIR, or overriding db_path of --config")
+	fs.StringVar(&o.dbPath, "db", "", "database `DIR`: alone, the configuration recorded in DIR (default for a new database); with --config, overrides its db_path")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log engine events and load progress to stderr")
 }
 
@@ -83,21 +86,24 @@ func (o *globalOptions) Validate() error {
 	return nil
 }
 
-// loadConfig returns the selected configuration: the file of --config, or
-// the default one, with db_path replaced by --db if given.
+// loadConfig returns the selected configuration: the file of --config with
+// db_path replaced by --db if given, or with --db alone the configuration
+// the database recorded (config.RecordedConfig: the default one with
+// db_path = DIR when DIR holds none, as for a new database).
 func (o *globalOptions) loadConfig() (*config.Config, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	var cfg *config.Config
-	if o.configPath != "" {
-		c, err := config.Load(o.configPath)
+	if o.configPath == "" {
+		cfg, _, err := config.RecordedConfig(o.dbPath)
 		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", o.configPath, err)
+			return nil, fmt.Errorf("--db %s: %w", o.dbPath, err)
 		}
-		cfg = c
-	} else {
-		cfg = config.Default()
+		return cfg, nil
+	}
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", o.configPath, err)
 	}
 	if o.dbPath != "" {
 		cfg.DBPath = o.dbPath
@@ -105,27 +111,32 @@ func (o *globalOptions) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// Whether open may create a database: only the commands that write data do,
-// so that a mistyped --db for get, scan or stats is an error instead of a
-// new, empty database (RocksDB's ldb without --create_if_missing).
+// openMode says how a command opens the database. Only the commands that
+// write data may create one, so that a mistyped --db for get, scan or stats
+// is an error instead of a new, empty database (RocksDB's ldb without
+// --create_if_missing); the commands that only read open it read-only
+// (RocksDB's OpenForReadOnly), so they change nothing on disk.
+type openMode int
+
 const (
-	mustExist       = false
-	createIfMissing = true
+	mustExist openMode = iota
+	createIfMissing
+	readOnly
 )
 
 // open loads the configuration and opens the database with log as its
-// logger (nil is silent). Unless create, db_path must exist.
-func (o *globalOptions) open(log engine.Logger, create bool) (*engine.DB, error) {
+// logger (nil is silent). Unless createIfMissing, db_path must exist.
+func (o *globalOptions) open(log engine.Logger, mode openMode) (*engine.DB, error) {
 	cfg, err := o.loadConfig()
 	if err != nil {
 		return nil, err
 	}
-	if !create {
+	if mode != createIfMissing {
 		if _, err := os.Stat(cfg.DBPath); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no database at db_path = %q: the directory does not exist (put and load create one)", cfg.DBPath)
 		}
 	}
-	return engine.OpenWithOptions(cfg, engine.Options{Logger: log})
+	return engine.OpenWithOptions(cfg, engine.Options{Logger: log, ReadOnly: mode == readOnly})
 }
 
 // logger returns the logger of --verbose, writing to the command's stderr,

@@ -95,7 +95,7 @@ range the flags select. Keys and values are printed as raw bytes.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			db, err := o.global.open(o.global.logger(cmd), mustExist)
+			db, err := o.global.open(o.global.logger(cmd), readOnly)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,36 @@
+//go:build unix
+
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// sharedLock takes a shared (read) lock on the existing lock file name
+// without modifying it (Pebble's own Lock truncates it, which changes its
+// mtime). Pebble's writers hold an exclusive fcntl lock on the same file,
+// so a read-only open fails while a writer has the database open, and a
+// writer cannot open it while a reader holds it.
+func sharedLock(name string) (io.Closer, error) {
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No writer ever opened this copy (a checkpoint): nothing to lock
+		// against, and creating the file would change the directory.
+		return io.NopCloser(nil), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	spec := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLK, &spec); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("engine: read-only open: lock %s: %w (is a writer using the database?)", name, err)
+	}
+	return f, nil
+}
