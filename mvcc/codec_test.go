@@ -14,13 +14,15 @@ func TestRecordRoundTrip(t *testing.T) {
 		{key: []byte("key"), create: 5, mod: 900, version: 3},
 		{key: bytes.Repeat([]byte{0xff}, MaxKeySize), value: bytes.Repeat([]byte{1}, 300), create: 1 << 40, mod: keyindex.MaxMain, version: 1 << 20},
 		{key: []byte("gone"), mod: 7, tomb: true},
+		{key: []byte("leased"), value: []byte("v"), create: 2, mod: 3, version: 2, lease: 7},
+		{key: []byte("negative lease"), create: 2, mod: 3, version: 1, lease: -5},
 	} {
 		b := appendRecord(nil, &r)
 		got, err := decodeRecord(b)
 		if err != nil {
 			t.Fatalf("decode(%+v): %v", r, err)
 		}
-		if !bytes.Equal(got.key, r.key) || !bytes.Equal(got.value, r.value) || got.create != r.create || got.mod != r.mod || got.version != r.version || got.tomb != r.tomb {
+		if !bytes.Equal(got.key, r.key) || !bytes.Equal(got.value, r.value) || got.create != r.create || got.mod != r.mod || got.version != r.version || got.tomb != r.tomb || got.lease != r.lease {
 			t.Fatalf("round trip: %+v -> %+v", r, got)
 		}
 	}
@@ -39,6 +41,8 @@ func TestRecordCorrupt(t *testing.T) {
 		"create after mod":   appendRecord(nil, &record{key: []byte("k"), create: 5, mod: 4, version: 1}),
 		"version too high":   appendRecord(nil, &record{key: []byte("k"), create: 3, mod: 4, version: 3}),
 		"tombstone with val": appendRecord(nil, &record{key: []byte("k"), value: []byte("v"), mod: 4, tomb: true}),
+		"tombstone w/ lease": appendRecord(nil, &record{key: []byte("k"), mod: 4, tomb: true, lease: 3}),
+		"zero lease":         {1, flagLease, 1, 'k', 1, 1, 1, 0},
 	} {
 		if _, err := decodeRecord(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
@@ -52,6 +56,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendRecord(nil, &record{key: []byte("k"), value: []byte("v"), create: 1, mod: 1, version: 1}))
 	f.Add(appendRecord(nil, &record{key: []byte("abc"), value: []byte("xyz"), create: 300, mod: 70000, version: 2}))
 	f.Add(appendRecord(nil, &record{key: []byte("gone"), mod: 9, tomb: true}))
+	f.Add(appendRecord(nil, &record{key: []byte("leased"), value: []byte("v"), create: 2, mod: 3, version: 2, lease: 7}))
 	f.Add([]byte{1, 0, 0x81, 0x00, 'k', 1, 1, 1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

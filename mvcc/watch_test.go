@@ -253,3 +253,52 @@ func TestWatchStoreClose(t *testing.T) {
 		t.Fatalf("Watch on a closed store: %v", err)
 	}
 }
+
+// TestWatchFromCompactedRevision: as in etcd, a watch from exactly the
+// compacted revision delivers that revision's events, a deletion
+// included (its tombstone outlives the compaction at its revision, also
+// across a reopen); the next compaction drops it.
+func TestWatchFromCompactedRevision(t *testing.T) {
+	db := openEngine(t, vfs.NewMem(), false)
+	defer db.Close()
+	s := openStore(t, db, Options{})
+	_, _ = s.Put([]byte("a"), []byte("1"))
+	_, _ = s.Put([]byte("b"), []byte("1"))
+	del, _, err := s.DeleteRange([]byte("a"), []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, _ := s.Put([]byte("c"), []byte("2"))
+	if err := s.Compact(del); err != nil {
+		t.Fatal(err)
+	}
+	want := []Event{
+		{Type: EventDelete, KV: KeyValue{Key: []byte("a"), ModRevision: del}},
+		{Type: EventDelete, KV: KeyValue{Key: []byte("b"), ModRevision: del}},
+		{Type: EventPut, KV: KeyValue{Key: []byte("c"), Value: []byte("2"), CreateRevision: put, ModRevision: put, Version: 1}},
+	}
+	for _, reopen := range []bool{false, true} {
+		if reopen {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = openStore(t, db, Options{})
+		}
+		w, err := s.Watch(context.Background(), []byte{0}, []byte{0}, del)
+		if err != nil {
+			t.Fatalf("reopen %v: Watch from the compacted revision: %v", reopen, err)
+		}
+		sameEvents(t, collect(t, w, 3), want)
+		w.Close()
+		if _, err := s.Watch(context.Background(), []byte{0}, []byte{0}, del-1); !errors.Is(err, ErrCompacted) {
+			t.Fatalf("Watch below the compacted revision: %v", err)
+		}
+	}
+	if err := s.Compact(put); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := storedRevisions(t, db); fmt.Sprint(got) != fmt.Sprintf("[%d:c]", put) {
+		t.Fatalf("after the next compaction storage holds %v", got)
+	}
+}
