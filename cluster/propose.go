@@ -1,0 +1,251 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// Entry kinds: the first byte of a normal entry's data.
+const (
+	kindCommand    byte = 1 // proposer ID, request ID, state machine command
+	kindAttributes byte = 2 // proposer ID, request ID, JSON Member (name, client URLs)
+)
+
+const proposalHeader = 1 + 8 + 8
+
+func (n *raftNode) encodeProposal(kind byte, reqID uint64, body []byte) []byte {
+	b := make([]byte, proposalHeader+len(body))
+	b[0] = kind
+	binary.BigEndian.PutUint64(b[1:], n.id)
+	binary.BigEndian.PutUint64(b[9:], reqID)
+	copy(b[proposalHeader:], body)
+	return b
+}
+
+// Propose implements Node.
+func (n *raftNode) Propose(ctx context.Context, cmd []byte) (any, error) {
+	return n.propose(ctx, kindCommand, cmd)
+}
+
+func (n *raftNode) propose(ctx context.Context, kind byte, body []byte) (any, error) {
+	if err := n.stoppedErr(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	if !n.hasLeader() {
+		if err := n.waitLeader(ctx); err != nil {
+			return nil, err
+		}
+	}
+	id := n.reqID.Add(1)
+	ch := n.wait.register(id)
+	if err := n.raft.Propose(ctx, n.encodeProposal(kind, id, body)); err != nil {
+		n.wait.cancel(id)
+		return nil, n.mapRaftErr(ctx, err)
+	}
+	select {
+	case r := <-ch:
+		return r.result, r.err
+	case <-ctx.Done():
+		n.wait.cancel(id)
+		return nil, n.ctxErr(ctx)
+	case <-n.stopc:
+		n.wait.cancel(id)
+		return nil, n.stoppedErr()
+	}
+}
+
+// hasLeader reports whether a leader is known that is still a member: a
+// proposal forwarded to a leader that removed itself would be lost.
+func (n *raftNode) hasLeader() bool {
+	lead := n.lead.Load()
+	return lead != 0 && !n.isRemoved(lead)
+}
+
+// waitLeader waits up to an election timeout for a leader to be known.
+func (n *raftNode) waitLeader(ctx context.Context) error {
+	t := time.NewTimer(n.cfg.TickInterval * time.Duration(2*n.cfg.ElectionTicks))
+	defer t.Stop()
+	tick := time.NewTicker(n.cfg.TickInterval / 4)
+	defer tick.Stop()
+	for !n.hasLeader() {
+		select {
+		case <-tick.C:
+		case <-t.C:
+			return ErrNoLeader
+		case <-ctx.Done():
+			return n.ctxErr(ctx)
+		case <-n.stopc:
+			return n.stoppedErr()
+		}
+	}
+	return nil
+}
+
+// mapRaftErr turns raft's errors into the contract's.
+func (n *raftNode) mapRaftErr(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, raft.ErrProposalDropped):
+		if n.lead.Load() == 0 {
+			return ErrNoLeader
+		}
+		return fmt.Errorf("%w: the proposal was dropped (leader changing)", ErrNoLeader)
+	case errors.Is(err, raft.ErrStopped):
+		return n.stoppedErr()
+	case ctx.Err() != nil:
+		return n.ctxErr(ctx)
+	}
+	return err
+}
+
+// ctxErr is the error for a request whose context ended: the caller's own
+// cancellation as is, a deadline as ErrTimeout (the outcome is unknown).
+func (n *raftNode) ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	if n.lead.Load() == 0 {
+		return fmt.Errorf("%w (and no leader is known): %w", ErrTimeout, ctx.Err())
+	}
+	return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+}
+
+// stoppedErr is nil while the node runs, else ErrStopped (with the
+// reason, if it stopped by itself).
+func (n *raftNode) stoppedErr() error {
+	select {
+	case <-n.stopc:
+	default:
+		return nil
+	}
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	if n.err != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, n.err)
+	}
+	return ErrStopped
+}
+
+// Status implements Node.
+func (n *raftNode) Status() Status {
+	lead := n.lead.Load()
+	return Status{
+		ClusterID:    n.clusterID,
+		MemberID:     n.id,
+		Leader:       lead,
+		Term:         n.term.Load(),
+		CommitIndex:  n.commit.Load(),
+		AppliedIndex: n.applied.Load(),
+		IsLeader:     lead == n.id,
+	}
+}
+
+// Members implements Node.
+func (n *raftNode) Members() []Member {
+	n.membersMu.RLock()
+	defer n.membersMu.RUnlock()
+	return n.members.list()
+}
+
+func (n *raftNode) isRemoved(id uint64) bool {
+	n.membersMu.RLock()
+	defer n.membersMu.RUnlock()
+	return n.members.Removed[id]
+}
+
+// AddMember implements Node: the new member is a voter once the change
+// applies; start it with Join (join = true) and the same member list.
+func (n *raftNode) AddMember(ctx context.Context, peerURLs []string) (Member, error) {
+	if len(peerURLs) == 0 {
+		return Member{}, fmt.Errorf("cluster: add member: no peer URLs given")
+	}
+	for _, u := range peerURLs {
+		if err := checkPeerURL(u); err != nil {
+			return Member{}, fmt.Errorf("cluster: add member: peer URL %q: %v", u, err)
+		}
+	}
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	// Check against the member list as of now, not as this member last
+	// applied it (a change made through another member may be on its way).
+	if err := n.ReadBarrier(ctx); err != nil {
+		return Member{}, err
+	}
+	n.membersMu.RLock()
+	for _, u := range peerURLs {
+		if m := n.members.byPeerURL(u); m != nil {
+			n.membersMu.RUnlock()
+			return Member{}, fmt.Errorf("%w: %s is the peer URL of member %q (%x)", ErrPeerURLExists, u, m.Name, m.ID)
+		}
+	}
+	n.membersMu.RUnlock()
+	reqID := n.reqID.Add(1)
+	m := Member{ID: MemberID(n.cfg.Token, peerURLs, reqID), PeerURLs: slices.Clone(peerURLs)}
+	mctx, err := json.Marshal(m)
+	if err != nil {
+		return Member{}, err
+	}
+	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeAddNode), NodeId: new(m.ID), Context: mctx}
+	if err := n.proposeConfChange(ctx, reqID, cc); err != nil {
+		return Member{}, err
+	}
+	return m, nil
+}
+
+// RemoveMember implements Node.
+func (n *raftNode) RemoveMember(ctx context.Context, id uint64) error {
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	if err := n.ReadBarrier(ctx); err != nil {
+		return err
+	}
+	n.membersMu.RLock()
+	_, ok := n.members.Members[id]
+	n.membersMu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: %x", ErrMemberNotFound, id)
+	}
+	reqID := n.reqID.Add(1)
+	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeRemoveNode), NodeId: new(id)}
+	return n.proposeConfChange(ctx, reqID, cc)
+}
+
+func (n *raftNode) proposeConfChange(ctx context.Context, reqID uint64, cc *pb.ConfChange) error {
+	if err := n.stoppedErr(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	if !n.hasLeader() {
+		if err := n.waitLeader(ctx); err != nil {
+			return err
+		}
+	}
+	ch := n.wait.register(reqID)
+	if err := n.raft.ProposeConfChange(ctx, cc); err != nil {
+		n.wait.cancel(reqID)
+		return n.mapRaftErr(ctx, err)
+	}
+	select {
+	case r := <-ch:
+		return r.err
+	case <-ctx.Done():
+		n.wait.cancel(reqID)
+		return n.ctxErr(ctx)
+	case <-n.stopc:
+		n.wait.cancel(reqID)
+		if errors.Is(n.stoppedErr(), ErrRemoved) && cc.GetNodeId() == n.id {
+			return nil // this member removed itself
+		}
+		return n.stoppedErr()
+	}
+}
