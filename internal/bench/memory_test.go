@@ -58,11 +58,11 @@ func TestMemoryTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := &MemoryResult{Options: o, Rows: o.rows(), Samples: []MemorySample{
-		{Row: o.rows()[0], Kind: KindStrata, RSSBytes: 30 << 20, LoadSeconds: 1},
-		{Row: o.rows()[0], Kind: KindEtcd34, RSSBytes: 120 << 20, LoadSeconds: 2},
+		{Row: o.rows()[0], Kind: KindStrata, RSSBytes: 30 << 20, AnonBytes: 20 << 20, LoadSeconds: 1},
+		{Row: o.rows()[0], Kind: KindEtcd34, RSSBytes: 120 << 20, AnonBytes: 60 << 20, LoadSeconds: 2},
 	}}
 	tab := res.Table()
-	want := []any{"1K", 1, 64, 256, 30.0, 120.0, 0.25, "met vs etcd 3.4", 1.0, 2.0}
+	want := []any{"1K", 1, 64, 256, 30.0, 120.0, 0.25, "met vs etcd 3.4", 20.0, 60.0, 1.0, 2.0}
 	got := tab.Rows[0]
 	if len(got) != len(want) {
 		t.Fatalf("row %v", got)

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -51,27 +50,37 @@ func parseStatCPU(b []byte) (float64, error) {
 }
 
 // ProcRSS returns the resident set size in bytes of process pid, VmRSS in
-// /proc/PID/status (Linux only).
-func ProcRSS(pid int) (int64, error) {
+// /proc/PID/status (Linux only), and its anonymous part, RssAnon: memory
+// that is not a mapped file (the heap, stacks, C allocations). The rest is
+// mapped files: the program's own code, and a database file read through
+// mmap (etcd's bbolt).
+func ProcRSS(pid int) (rss, anon int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("bench: RSS of pid %d needs /proc (Linux): %w", pid, err)
+		return 0, 0, fmt.Errorf("bench: RSS of pid %d needs /proc (Linux): %w", pid, err)
 	}
-	return parseStatusRSS(b)
+	if rss, err = statusKB(b, "VmRSS"); err != nil {
+		return 0, 0, err
+	}
+	if anon, err = statusKB(b, "RssAnon"); err != nil {
+		return 0, 0, err
+	}
+	return rss, anon, nil
 }
 
-// parseStatusRSS finds "VmRSS: N kB" in a /proc/PID/status text.
-func parseStatusRSS(b []byte) (int64, error) {
+// statusKB finds "NAME: N kB" in a /proc/PID/status text and returns N KiB
+// in bytes.
+func statusKB(b []byte, name string) (int64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		rest, ok := strings.CutPrefix(line, name+":")
 		if !ok {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("bench: /proc status line %q: want \"VmRSS: N kB\"", line)
+			return 0, fmt.Errorf("bench: /proc status line %q: want \"%s: N kB\"", line, name)
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
@@ -82,7 +91,7 @@ func parseStatusRSS(b []byte) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, errors.New("bench: no VmRSS line in /proc status (a zombie process has none)")
+	return 0, fmt.Errorf("bench: no %s line in /proc status (a zombie process has none)", name)
 }
 
 func truncate(b []byte) string {

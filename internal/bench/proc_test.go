@@ -22,13 +22,16 @@ func TestParseStatCPU(t *testing.T) {
 	}
 }
 
-func TestParseStatusRSS(t *testing.T) {
-	got, err := parseStatusRSS([]byte("Name:\tetcd\nVmPeak:\t  900 kB\nVmRSS:\t   12345 kB\nThreads:\t9\n"))
-	if err != nil || got != 12345*1024 {
-		t.Errorf("rss = %d, %v; want %d", got, err, 12345*1024)
+func TestStatusKB(t *testing.T) {
+	status := []byte("Name:\tetcd\nVmPeak:\t  900 kB\nVmRSS:\t   12345 kB\nRssAnon:\t    345 kB\nThreads:\t9\n")
+	if got, err := statusKB(status, "VmRSS"); err != nil || got != 12345*1024 {
+		t.Errorf("VmRSS = %d, %v; want %d", got, err, 12345*1024)
+	}
+	if got, err := statusKB(status, "RssAnon"); err != nil || got != 345*1024 {
+		t.Errorf("RssAnon = %d, %v; want %d", got, err, 345*1024)
 	}
 	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n"} {
-		if _, err := parseStatusRSS([]byte(bad)); err == nil {
+		if _, err := statusKB([]byte(bad), "VmRSS"); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -37,9 +40,9 @@ func TestParseStatusRSS(t *testing.T) {
 // TestProcSelf reads this process's own /proc files: CPU grows with work.
 func TestProcSelf(t *testing.T) {
 	pid := os.Getpid()
-	rss, err := ProcRSS(pid)
-	if err != nil || rss <= 0 {
-		t.Fatalf("ProcRSS = %d, %v", rss, err)
+	rss, anon, err := ProcRSS(pid)
+	if err != nil || anon <= 0 || anon > rss {
+		t.Fatalf("ProcRSS = %d, %d, %v: want 0 < anon <= rss", rss, anon, err)
 	}
 	before, err := ProcCPU(pid)
 	if err != nil {

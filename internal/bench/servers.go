@@ -256,8 +256,9 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 // CPU is the CPU time in seconds the server has used so far.
 func (s *Server) CPU() (float64, error) { return ProcCPU(s.PID()) }
 
-// RSS is the server's resident set size in bytes.
-func (s *Server) RSS() (int64, error) { return ProcRSS(s.PID()) }
+// RSS is the server's resident set size in bytes, and its anonymous part
+// (see ProcRSS).
+func (s *Server) RSS() (rss, anon int64, err error) { return ProcRSS(s.PID()) }
 
 // stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
 const stopTimeout = 20 * time.Second

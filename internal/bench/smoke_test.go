@@ -202,8 +202,8 @@ func TestSmokeTables(t *testing.T) {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
 	for _, s := range m.Samples {
-		if s.RSSBytes < 1<<20 || s.LoadSeconds <= 0 {
-			t.Errorf("%s: RSS %d B after %v s", s.Name, s.RSSBytes, s.LoadSeconds)
+		if s.RSSBytes < 1<<20 || s.AnonBytes <= 0 || s.AnonBytes > s.RSSBytes || s.LoadSeconds <= 0 {
+			t.Errorf("%s: RSS %d B (anon %d B) after %v s", s.Name, s.RSSBytes, s.AnonBytes, s.LoadSeconds)
 		}
 	}
 	out.Reset()
