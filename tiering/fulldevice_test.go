@@ -150,7 +150,10 @@ func testFullDevice(t *testing.T, root string, base vfs.FS) {
 	}
 	l, db := open()
 	d := &testDB{t: t, root: root, dbDir: dbDir, layout: l, db: db}
-	const records = 10000 // 10 MB: more than three times the device
+	records := 10000 // 10 MB: more than three times the device
+	if raceEnabled {
+		records = 6000
+	}
 	for n := 0; n < records; n += 500 {
 		done := make(chan struct{})
 		go func() { d.write(n, n+500, uint64(n)); close(done) }()

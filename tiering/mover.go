@@ -138,8 +138,14 @@ func (l *Layout) Settle(ctx context.Context) error {
 		if r.planned == 0 && r.blocked == 0 {
 			return nil
 		}
-		if r.planned > 0 {
+		if r.planned > 0 && r.done > 0 {
 			continue // moves done; check again, the plan may have shifted
+		}
+		if r.planned > 0 {
+			// Nothing could move: the destinations are full (ENOSPC). The
+			// tables stay where they are; Stats show the full paths.
+			l.logf("tiering: settle: %d move(s) left undone, their paths are full", r.planned)
+			return nil
 		}
 		if waited >= l.opts.SettleTimeout {
 			return fmt.Errorf("%w: %d table(s) held by running compactions after %v", ErrNotSettled, r.blocked, waited)
@@ -159,6 +165,7 @@ func (l *Layout) Settle(ctx context.Context) error {
 // passResult counts what one pass found.
 type passResult struct {
 	planned int // moves planned (and attempted)
+	done    int // moves completed
 	blocked int // misplaced tables skipped because a job holds them
 }
 
@@ -184,18 +191,29 @@ func (l *Layout) pass(ctx context.Context, strict bool) (passResult, error) {
 	room := l.roomSnapshot()
 	moves, blocked := l.planMoves(levels, strict, room)
 	var first error
+	r := passResult{planned: len(moves), blocked: blocked}
 	for _, m := range moves {
 		if ctx.Err() != nil {
-			return passResult{len(moves), blocked}, errStopped
+			return r, errStopped
 		}
-		if err := l.move(ctx, m); err != nil && !errors.Is(err, ErrObsolete) && !errors.Is(err, errStopped) && first == nil {
+		if !l.hasRoom(m.to, m.size) {
+			continue
+		}
+		// A destination that ran out of space is marked full and skipped
+		// from now on; the table stays where it is, which is no error.
+		err := l.move(ctx, m)
+		switch {
+		case err == nil, errors.Is(err, ErrObsolete): // the LSM changed: look again
+			r.done++
+		case errors.Is(err, errStopped), vfs.IsNoSpaceError(err):
+		case first == nil:
 			first = err
 		}
 	}
 	if err := l.finishDrains(); err != nil && first == nil {
 		first = err
 	}
-	return passResult{len(moves), blocked}, first
+	return r, first
 }
 
 // planMoves installs the plan for the LSM's current shape, recounts usage
