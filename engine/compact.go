@@ -72,11 +72,12 @@ const rewritePrefix = "strata-rewrite-"
 // is gated while it is rewritten. Reads, snapshots and writes elsewhere go
 // on. If tables that existed when CompactAll began still carry another
 // level's codec after maxRewritePasses, it returns ErrCodecsRemain.
-func (db *DB) CompactAll() error {
+func (db *DB) CompactAll() (err error) {
 	if err := db.enterOp(); err != nil {
 		return err
 	}
 	defer db.leaveOp()
+	defer db.interruptedByClose(&err)
 	if err := db.writable("CompactAll"); err != nil {
 		return err
 	}
@@ -103,11 +104,12 @@ func (db *DB) CompactAll() error {
 
 // Compact compacts the keys in [start, end) and rewrites the tables in that
 // span whose codec is not their level's (see CompactAll).
-func (db *DB) Compact(start, end []byte) error {
+func (db *DB) Compact(start, end []byte) (err error) {
 	if err := db.enterOp(); err != nil {
 		return err
 	}
 	defer db.leaveOp()
+	defer db.interruptedByClose(&err)
 	if err := db.writable("Compact"); err != nil {
 		return err
 	}
@@ -117,6 +119,14 @@ func (db *DB) Compact(start, end []byte) error {
 	db.rewriteMu.Lock()
 	defer db.rewriteMu.Unlock()
 	return db.compact(db.ctx, start, end)
+}
+
+// interruptedByClose turns the error of a compaction that Close cancelled
+// into ErrClosed.
+func (db *DB) interruptedByClose(err *error) {
+	if *err != nil && db.closed.Load() && errors.Is(*err, context.Canceled) {
+		*err = fmt.Errorf("%w: compaction interrupted (%v)", ErrClosed, *err)
+	}
 }
 
 func (db *DB) compact(ctx context.Context, start, end []byte) error {
