@@ -49,10 +49,9 @@ type ServerConfig struct {
 
 	// MemoryBudgetMB sizes the engine's memory for serving, in MB: when > 0
 	// it replaces memtable_size_mb, max_write_buffer_number and
-	// block_cache_size_mb with a quarter of the budget per memtable, two
-	// memtables and half of it as block cache (see ApplyMemoryBudget and
-	// docs/server.md). 0 keeps the engine keys as written. 0..1048576. The
-	// default value is 64.
+	// block_cache_size_mb so that memtables and block cache together stay
+	// within it (see ApplyMemoryBudget and docs/server.md). 0 keeps the
+	// engine keys as written. 0..1048576. The default value is 32.
 	MemoryBudgetMB int64 `toml:"memory_budget_mb" yaml:"memory_budget_mb" json:"memory_budget_mb"`
 }
 
@@ -67,7 +66,7 @@ func defaultServer() ServerConfig {
 		MaxRequestBytes:      3 << 19,
 		MaxValueBytes:        MaxValueBytesLimit,
 		MaxConcurrentStreams: 1<<32 - 1,
-		MemoryBudgetMB:       64,
+		MemoryBudgetMB:       32,
 	}
 }
 
@@ -87,18 +86,21 @@ func LoadServe(path string) (*Config, error) {
 }
 
 // ApplyMemoryBudget sets the engine's memory keys from
-// server.memory_budget_mb, if it is > 0: each of two memtables gets a
-// quarter of the budget and the block cache the other half, so that the
-// memory the engine may hold (two full memtables and a full cache) is the
-// budget. It returns whether it changed c.
+// server.memory_budget_mb, if it is > 0, so that all the memory the engine
+// may hold is the budget: two memtables (max_write_buffer_number = 2) of
+// an eighth of it each, and a block cache of the rest less three
+// memtables, since the engine sizes Pebble's cache as block_cache_size_mb
+// plus max_write_buffer_number + 1 memtables (the one Pebble recycles):
+// 32 MB gives 4 MB memtables and a 20 MB block cache. It returns whether
+// it changed c.
 func (c *Config) ApplyMemoryBudget() bool {
 	b := c.Server.MemoryBudgetMB
 	if b <= 0 {
 		return false
 	}
-	c.MemtableSizeMB = max(1, min(b/4, 4095))
+	c.MemtableSizeMB = max(1, min(b/8, 4095))
 	c.MaxWriteBufferNumber = 2
-	c.BlockCacheSizeMB = max(0, b-2*c.MemtableSizeMB)
+	c.BlockCacheSizeMB = max(0, b-3*c.MemtableSizeMB)
 	return true
 }
 

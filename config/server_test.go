@@ -56,9 +56,9 @@ func TestServerSectionErrors(t *testing.T) {
 
 func TestApplyMemoryBudget(t *testing.T) {
 	c := Default()
-	c.Server.MemoryBudgetMB = 64
-	if !c.ApplyMemoryBudget() || c.MemtableSizeMB != 16 || c.MaxWriteBufferNumber != 2 || c.BlockCacheSizeMB != 32 {
-		t.Errorf("budget 64: memtable %d x %d, cache %d", c.MemtableSizeMB, c.MaxWriteBufferNumber, c.BlockCacheSizeMB)
+	c.Server.MemoryBudgetMB = 32
+	if !c.ApplyMemoryBudget() || c.MemtableSizeMB != 4 || c.MaxWriteBufferNumber != 2 || c.BlockCacheSizeMB != 20 {
+		t.Errorf("budget 32: memtable %d x %d, cache %d", c.MemtableSizeMB, c.MaxWriteBufferNumber, c.BlockCacheSizeMB)
 	}
 	if err := c.Validate(); err != nil {
 		t.Error(err)
