@@ -62,7 +62,9 @@
 // (ErrGRPCKeyNotFound), ErrValueProvided, ErrLeaseProvided,
 // ErrDuplicateKeyInTxn (ErrGRPCDuplicateKey), ErrLeaseNotFound
 // (ErrGRPCLeaseNotFound), ErrLeaseExists (ErrGRPCLeaseExist),
-// ErrLeaseTTLTooLarge (ErrGRPCLeaseTTLTooLarge). The others (ErrKeyTooLarge,
+// ErrLeaseTTLTooLarge (ErrGRPCLeaseTTLTooLarge); ErrEmptyWatchRange is
+// etcd's "watcher range is empty", which its gRPC layer sends as a
+// canceled watch. The others (ErrKeyTooLarge,
 // ErrValueTooLarge, ErrInvalidRange, ErrInvalidTxn, ErrInvalidLease) are
 // bad arguments (InvalidArgument; etcd's own limits are the server's
 // request size limits); ErrClosed, ErrCorrupt and a failed store are
