@@ -86,8 +86,12 @@ func (db *DB) Stats() (string, error) {
 			if p.Draining {
 				role = "draining"
 			}
-			fmt.Fprintf(&b, "  %s %s: %d files, %.2f MB of %.2f MB target (%.1f%%), levels %v\n",
+			fmt.Fprintf(&b, "  %s %s: %d files, %.2f MB of %.2f MB target (%.1f%%), levels %v",
 				role, p.Dir, p.Files, mb(p.Bytes), mb(int64(p.TargetSize)), p.FillPercent, p.Levels)
+			if p.Full || p.SpilledFiles > 0 {
+				fmt.Fprintf(&b, "; full %v (ENOSPC), %d new tables sent to a later path", p.Full, p.SpilledFiles)
+			}
+			b.WriteByte('\n')
 		}
 	}
 	fmt.Fprintf(&b, "Memtables: %d, %.2f MB; open snapshots: %d; disk usage %.2f MB\n", m.MemTableCount, mb(int64(m.MemTableBytes)), m.OpenSnapshots, mb(int64(m.DiskUsageBytes)))
