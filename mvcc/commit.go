@@ -45,10 +45,8 @@ type writeTxn struct {
 	index uint64
 	// begin is the revision before the write (the last assigned).
 	begin  int64
-	writes []write
-	// own maps the revisions of writes to their position, for reads of
-	// the txn's own records (not in the engine before the commit).
-	own       map[keyindex.Revision]int
+	// writes are the txn's changes; write i is revision {begin+1, i}.
+	writes    []write
 	leasePuts [][2]int64 // id, ttl
 	leaseDels []int64
 }
@@ -92,19 +90,16 @@ func (t *writeTxn) add(w write) error {
 		// A broken invariant: the index disagrees with the writer.
 		return fmt.Errorf("mvcc: index update at revision %d: %w", w.rev.Main, err)
 	}
-	if t.own == nil {
-		t.own = map[keyindex.Revision]int{}
-	}
-	t.own[w.rev] = len(t.writes)
 	t.writes = append(t.writes, w)
 	s.setKeyLease(w.key, w.lease)
 	return nil
 }
 
-// fetch reads the record of revision r: the txn's own, or the engine's.
+// fetch reads the record of revision r: the txn's own (not in the engine
+// before the commit), or the engine's.
 func (t *writeTxn) fetch(r keyindex.Revision) (record, error) {
-	if i, ok := t.own[r]; ok {
-		return t.writes[i].record(), nil
+	if r.Main == t.begin+1 && r.Sub < int64(len(t.writes)) {
+		return t.writes[r.Sub].record(), nil
 	}
 	return t.s.fetch(r)
 }
