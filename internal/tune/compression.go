@@ -218,6 +218,12 @@ type CompressionRow struct {
 	// WriteVsPebble, ReadVsPebble and ScanVsPebble are the medians of the
 	// per-run ratios Strata MiB/s / raw Pebble MiB/s; 0 without a baseline.
 	WriteVsPebble, ReadVsPebble, ScanVsPebble float64
+	// WriteVsFirst and ReadVsFirst are the medians of the per-repeat
+	// ratios of this row's MiB/s to the first row's (run k against run k,
+	// measured in the same pass over the rows): how a config compares
+	// with the first, with a drift of the machine's speed between passes
+	// cancelled.
+	WriteVsFirst, ReadVsFirst float64
 	// Runs are the Strata runs; PebbleRuns the baseline's, in run order.
 	Runs, PebbleRuns []Run
 	// Pebble holds the baseline's own figures (medians of PebbleRuns),
@@ -312,12 +318,25 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 	raw := data.RawBytes()
 	for i := range rows {
 		rows[i].summarize(raw)
+		rows[i].WriteVsFirst = pairedRatio(rows[0].Runs, rows[i].Runs, func(x Run) float64 { return x.WriteSeconds })
+		rows[i].ReadVsFirst = pairedRatio(rows[0].Runs, rows[i].Runs, func(x Run) float64 { return x.ReadSeconds })
 	}
 	res = &CompressionResult{Rows: rows, Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat, Baseline: o.Baseline, MinTime: cmp.Or(o.MinTime, DefaultMinTime)}
 	if wd.keep {
 		res.Dir = wd.path
 	}
 	return res, nil
+}
+
+// pairedRatio returns the median over k of seconds(ref[k]) /
+// seconds(runs[k]): the MiB/s of runs against ref's for the same bytes.
+func pairedRatio(ref, runs []Run, seconds func(Run) float64) float64 {
+	n := min(len(ref), len(runs))
+	r := make([]float64, n)
+	for k := range n {
+		r[k] = ratioOf(seconds(ref[k]), seconds(runs[k]))
+	}
+	return median(r)
 }
 
 // summarize sets the row's medians from its runs.
@@ -370,6 +389,13 @@ func (res *CompressionResult) Table() *report.Table {
 		{Name: "Compact", Unit: "s", Format: "%.2f"},
 		{Name: "W-Amp", Format: "%.2f"},
 	}}
+	vsFirst := len(res.Rows) > 1
+	if vsFirst {
+		t.Columns = append(t.Columns,
+			report.Column{Name: "Write vs row 1", Format: "%.2f"},
+			report.Column{Name: "Read vs row 1", Format: "%.2f"},
+		)
+	}
 	if res.Baseline {
 		t.Columns = append(t.Columns,
 			report.Column{Name: "Write vs Pebble", Format: "%.2f"},
@@ -381,13 +407,17 @@ func (res *CompressionResult) Table() *report.Table {
 	for _, r := range res.Rows {
 		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.ScanMBps,
 			r.SizeBeforeBytes / MiB, r.CompactSeconds, r.WriteAmp}
+		if vsFirst {
+			row = append(row, r.WriteVsFirst, r.ReadVsFirst)
+		}
 		if res.Baseline {
 			row = append(row, r.WriteVsPebble, r.ReadVsPebble, r.ScanVsPebble)
 		}
 		t.Rows = append(t.Rows, row)
 		if pr := r.Pebble; pr != nil {
-			t.Rows = append(t.Rows, []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.ScanMBps,
-				pr.SizeBeforeBytes / MiB, pr.CompactSeconds, nil, nil, nil, nil})
+			prow := []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.ScanMBps,
+				pr.SizeBeforeBytes / MiB, pr.CompactSeconds}
+			t.Rows = append(t.Rows, append(prow, make([]any, len(t.Columns)-len(prow))...))
 		}
 		for _, name := range []string{r.Profile.Default, r.Profile.Bottommost} {
 			if c, err := compression.ParseCodec(name); err == nil && c.Algorithm == compression.LZ4 {
@@ -404,6 +434,9 @@ func (res *CompressionResult) Table() *report.Table {
 		"MB = MiB = 1,048,576 bytes. DB Size: the table files (*.sst) on disk after a full compaction (WAL, MANIFEST, OPTIONS not counted); Before compaction: the same after the load's final flush. Ratio = key+value bytes / DB Size.",
 		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. MB/CPU-s: the same bytes / CPU time of the process (user+system, every thread, Pebble's background work included) over the phase. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
 	)
+	if vsFirst {
+		t.Notes = append(t.Notes, "X vs row 1: the median of the per-repeat ratios of the row's MB/s to the first row's, run k against run k (each repeat runs every row in turn).")
+	}
 	if lz4 {
 		t.Notes = append(t.Notes, "lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec (`tune codecs` measures true LZ4 beside MinLZ).")
 	}

@@ -101,7 +101,7 @@ func TestCompressionTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CSV output does not parse: %v", err)
 	}
-	if len(records) != 5 || records[0][0] != "compression" || len(records[0]) != 11 {
+	if len(records) != 5 || records[0][0] != "compression" || len(records[0]) != 13 {
 		t.Fatalf("CSV: %d records, header %q", len(records), records[0])
 	}
 }
@@ -222,6 +222,13 @@ func TestCompressionConfigs(t *testing.T) {
 	}
 	if got := collectNames(res); !slices.Equal(got, []string{"4k.toml: lz4 / zstd, 4 KB", "128k.toml: lz4 / zstd, 128 KB"}) {
 		t.Fatalf("rows %q", got)
+	}
+	// Row 1 against itself is 1; the others are paired ratios.
+	if r := res.Rows[0]; r.WriteVsFirst != 1 || r.ReadVsFirst != 1 {
+		t.Errorf("row 1 vs row 1: write %v, read %v, want 1", r.WriteVsFirst, r.ReadVsFirst)
+	}
+	if r := res.Rows[1]; !(r.WriteVsFirst > 0 && r.ReadVsFirst > 0) {
+		t.Errorf("row 2 vs row 1: write %v, read %v, want > 0", r.WriteVsFirst, r.ReadVsFirst)
 	}
 	if !(res.Rows[1].DBSizeBytes < res.Rows[0].DBSizeBytes) {
 		t.Errorf("128 KB bottommost blocks store %.0f bytes, 4 KB blocks %.0f: want smaller", res.Rows[1].DBSizeBytes, res.Rows[0].DBSizeBytes)
