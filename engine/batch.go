@@ -68,12 +68,13 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // Commit applies the batch atomically, with the database's sync setting: with
 // sync = true it returns only once the batch is durable. The batch may not be
 // used afterwards except for Close.
-func (b *Batch) Commit() error {
+func (b *Batch) Commit() (err error) {
 	ticket, err := b.db.enterWrite(b.lo, b.hi)
 	if err != nil {
 		return err
 	}
 	defer b.db.guard.leave(ticket)
+	defer b.db.recoverFatal(&err)
 	return b.b.Commit(b.db.wo)
 }
 
@@ -83,11 +84,12 @@ func (b *Batch) Commit() error {
 // share the next one (group commit), where Commit would wait for each
 // sync in turn while holding the caller's locks. With sync = false it is
 // Commit and SyncWait returns at once.
-func (b *Batch) CommitNoSyncWait() error {
+func (b *Batch) CommitNoSyncWait() (err error) {
 	ticket, err := b.db.enterWrite(b.lo, b.hi)
 	if err != nil {
 		return err
 	}
+	defer b.db.recoverFatal(&err)
 	// Leaving the guard once the batch is applied (visible, sequenced) is
 	// enough: the WAL sync does not change what a rewrite reads.
 	defer b.db.guard.leave(ticket)

@@ -16,11 +16,15 @@ import (
 // which must not exist. Table files are hard-linked where possible. The
 // checkpoint carries the WAL (flushed first), so it holds every write
 // acknowledged before the call; open it with db_path = dir and no wal_dir.
-func (db *DB) Checkpoint(dir string) error {
+func (db *DB) Checkpoint(dir string) (err error) {
 	if err := db.enterOp(); err != nil {
 		return err
 	}
 	defer db.leaveOp()
+	defer db.recoverFatal(&err)
+	if err := db.writable("Checkpoint"); err != nil {
+		return err
+	}
 	if err := db.fs.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
 		return fmt.Errorf("engine: checkpoint %q: %w", dir, err)
 	}

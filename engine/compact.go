@@ -78,6 +78,7 @@ func (db *DB) CompactAll() (err error) {
 	}
 	defer db.leaveOp()
 	defer db.interruptedByClose(&err)
+	defer db.recoverFatal(&err)
 	if err := db.writable("CompactAll"); err != nil {
 		return err
 	}
@@ -110,6 +111,7 @@ func (db *DB) Compact(start, end []byte) (err error) {
 	}
 	defer db.leaveOp()
 	defer db.interruptedByClose(&err)
+	defer db.recoverFatal(&err)
 	if err := db.writable("Compact"); err != nil {
 		return err
 	}

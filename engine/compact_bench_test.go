@@ -156,6 +156,8 @@ func benchCompactAllPutLatency(b *testing.B, mb int, delay time.Duration, alone 
 		b.ReportMetric(elapsed.Seconds(), "compactall-s")
 		b.ReportMetric(float64(len(lat)), "puts")
 		b.ReportMetric(float64(stale), "stale-L6-tables")
+		b.ReportMetric(float64(m.Stalls.Count), "stalls")
+		b.ReportMetric(m.Stalls.Total.Seconds()*1000, "stall-ms")
 		b.ReportMetric(float64(m.Rewrites.Tables), "rewritten-tables")
 		b.StartTimer()
 	}

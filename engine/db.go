@@ -112,6 +112,8 @@ type DB struct {
 	stalls  stallCounter
 	rewrite rewriteCounter
 	closed  atomic.Bool
+	// fatal is Pebble's fatal error once one was met (see ErrFatal).
+	fatal atomic.Pointer[FatalError]
 }
 
 // Open opens (creating if needed) the database that cfg describes. It
@@ -198,7 +200,7 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 			return nil, err
 		}
 	}
-	pdb, err := pebble.Open(cfg.DBPath, popts)
+	pdb, err := openPebble(cfg.DBPath, popts)
 	if err != nil {
 		db.closeLayout()
 		return nil, fmt.Errorf("engine: open %q: %w", cfg.DBPath, err)
@@ -277,27 +279,29 @@ func (db *DB) walDirDescription() string {
 func (db *DB) Config() *config.Config { return db.cfg.Clone() }
 
 // Put sets key to value.
-func (db *DB) Put(key, value []byte) error {
+func (db *DB) Put(key, value []byte) (err error) {
 	ticket, err := db.enterWrite(key, key)
 	if err != nil {
 		return err
 	}
 	defer db.guard.leave(ticket)
+	defer db.recoverFatal(&err)
 	return db.pdb.Set(key, value, db.wo)
 }
 
 // Delete removes key; deleting an absent key is not an error.
-func (db *DB) Delete(key []byte) error {
+func (db *DB) Delete(key []byte) (err error) {
 	ticket, err := db.enterWrite(key, key)
 	if err != nil {
 		return err
 	}
 	defer db.guard.leave(ticket)
+	defer db.recoverFatal(&err)
 	return db.pdb.Delete(key, db.wo)
 }
 
 // DeleteRange removes every key in [start, end).
-func (db *DB) DeleteRange(start, end []byte) error {
+func (db *DB) DeleteRange(start, end []byte) (err error) {
 	if err := checkRange(start, end); err != nil {
 		return err
 	}
@@ -306,6 +310,7 @@ func (db *DB) DeleteRange(start, end []byte) error {
 		return err
 	}
 	defer db.guard.leave(ticket)
+	defer db.recoverFatal(&err)
 	return db.pdb.DeleteRange(start, end, db.wo)
 }
 
@@ -369,11 +374,12 @@ func checkRange(start, end []byte) error {
 }
 
 // Flush writes the memtable to an L0 table and waits for it.
-func (db *DB) Flush() error {
+func (db *DB) Flush() (err error) {
 	if err := db.enterOp(); err != nil {
 		return err
 	}
 	defer db.leaveOp()
+	defer db.recoverFatal(&err)
 	if err := db.writable("Flush"); err != nil {
 		return err
 	}
@@ -453,8 +459,17 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	}
 }
 
-// Fatalf is called by Pebble only on a broken internal invariant; Pebble does
-// not expect it to return.
+// Fatalf is called by Pebble on a broken invariant and on I/O errors it
+// cannot continue after (a failed MANIFEST or WAL write); Pebble does not
+// expect it to return. It panics with a *FatalError, which the engine's
+// calls recover into an error (see recoverFatal).
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	fe := &FatalError{msg: fmt.Sprintf("pebble: "+format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			fe.err = err
+			break
+		}
+	}
+	panic(fe)
 }

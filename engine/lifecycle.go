@@ -3,7 +3,10 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // ErrReadOnly is returned by writes, flushes, compactions and checkpoints on
@@ -32,7 +35,66 @@ func (db *DB) enterOp() error {
 		db.ops.mu.RUnlock()
 		return ErrClosed
 	}
+	if fe := db.fatal.Load(); fe != nil {
+		db.ops.mu.RUnlock()
+		return fmt.Errorf("%w: %w", ErrFatal, fe)
+	}
 	return nil
+}
+
+// ErrFatal is returned once Pebble met an error it cannot continue after
+// (a failed WAL or MANIFEST write): the call that met it and every later
+// call except Close return it, wrapping the *FatalError. Reopen the
+// database; what was acknowledged before is there (as after a crash).
+var ErrFatal = errors.New("engine: fatal storage error, reopen the database")
+
+// FatalError is Pebble's fatal report: its message and, when it named one,
+// the underlying error.
+type FatalError struct {
+	msg string
+	err error
+}
+
+func (e *FatalError) Error() string { return e.msg }
+
+// Unwrap returns the error Pebble reported, if any.
+func (e *FatalError) Unwrap() error { return e.err }
+
+// recoverFatal turns Pebble's fatal panic (pebbleLogger.Fatalf) in the
+// calling goroutine into an ErrFatal error and makes the DB refuse every
+// later call but Close. Other panics go on.
+func (db *DB) recoverFatal(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	fe := asFatal(r)
+	db.fatal.CompareAndSwap(nil, fe)
+	*err = fmt.Errorf("%w: %w", ErrFatal, fe)
+}
+
+// asFatal returns the panic value r as a *FatalError: Pebble's Fatalf, or
+// an I/O error Pebble panics with directly (a failed marker move). Any
+// other panic, a runtime error included, is not ours to hide and goes on.
+func asFatal(r any) *FatalError {
+	switch v := r.(type) {
+	case *FatalError:
+		return v
+	case runtime.Error:
+	case error:
+		return &FatalError{msg: "pebble: " + v.Error(), err: v}
+	}
+	panic(r)
+}
+
+// openPebble is pebble.Open with a fatal panic turned into an error.
+func openPebble(dir string, opts *pebble.Options) (pdb *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pdb, err = nil, fmt.Errorf("%w: %w", ErrFatal, asFatal(r))
+		}
+	}()
+	return pebble.Open(dir, opts)
 }
 
 func (db *DB) leaveOp() { db.ops.mu.RUnlock() }
@@ -67,6 +129,9 @@ func (db *DB) enterWrite(lo, hi []byte) (int, error) {
 	if db.readOnly {
 		return 0, fmt.Errorf("%w: write", ErrReadOnly)
 	}
+	if fe := db.fatal.Load(); fe != nil {
+		return 0, fmt.Errorf("%w: %w", ErrFatal, fe)
+	}
 	ticket, ok := db.guard.enter(lo, hi)
 	if !ok {
 		return 0, ErrClosed
@@ -81,10 +146,11 @@ func (db *DB) enterWrite(lo, hi []byte) (int, error) {
 // still open are released (their later calls return ErrClosed). Writes
 // acknowledged before Close are in the WAL (or, with enable_wal = false,
 // lost unless flushed). A second Close returns ErrClosed.
-func (db *DB) Close() error {
+func (db *DB) Close() (err error) {
 	if !db.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	defer db.recoverFatal(&err)
 	db.cancel()
 	db.guard.close()
 	db.ops.mu.Lock()
