@@ -196,8 +196,11 @@ type Layout struct {
 	spilledFiles  []int64     // per location: new tables sent elsewhere because it was full
 	spilledBytes  []int64     // per location: bytes copied off it when a table's write hit ENOSPC
 	readers       map[string]map[*readFile]struct{}
-	retained      []int64 // per location: bytes of moved-away copies a reader still holds open
-	interrupted   int64   // moves stopped by Close before their switch
+	retained      []int64                     // per location: bytes of moved-away copies a reader still holds open
+	interrupted   int64                       // moves stopped by Close before their switch
+	fates         [NumLevels][fateWindow]bool // latest compactions out of each level: moved down unchanged?
+	fateNext      [NumLevels]int              // compactions out of each level seen
+	moveTo        [NumLevels]int              // output level of the latest move out of each level
 
 	passMu sync.Mutex // one mover pass at a time
 
@@ -207,6 +210,7 @@ type Layout struct {
 	createdBytes atomic.Int64 // bytes written to them
 	placedKnown  atomic.Int64 // created where their level belongs
 	placedFirst  atomic.Int64 // created in path 0, level unknown
+	placedAhead  atomic.Int64 // flushes placed where move compactions take them
 	movedFiles   atomic.Int64
 	movedBytes   atomic.Int64
 	moveFailures atomic.Int64

@@ -19,7 +19,10 @@ func (l *Layout) EventListener() pebble.EventListener {
 		CompactionBegin: func(info pebble.CompactionInfo) {
 			l.jobBegin(info.JobID, info.Output.Level, info.Input)
 		},
-		CompactionEnd: func(info pebble.CompactionInfo) { l.jobEnd(info.JobID) },
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			l.noteFate(info)
+			l.jobEnd(info.JobID)
+		},
 		TableCreated: func(info pebble.TableCreateInfo) {
 			l.fileCreated(info.JobID, uint64(info.FileNum))
 		},
@@ -93,7 +96,11 @@ func (l *Layout) choosePath(name string, num uint64) (int, int64, bool) {
 		e.level = level
 	}
 	est := l.shape.targetFileSize(level, l.plan.BaseLevel)
-	to := l.plan.firstFit(level, 0, est, func(p int) int64 { return l.effUsageLocked(level, p) })
+	placeAs := l.placeLevelLocked(level)
+	if placeAs != level {
+		l.placedAhead.Add(1)
+	}
+	to := l.plan.firstFit(placeAs, 0, est, func(p int) int64 { return l.effUsageLocked(placeAs, p) })
 	if j, ok := l.jobs[l.fileJob[num]]; ok {
 		j.arriving[to] += est
 	}
@@ -130,4 +137,50 @@ func (l *Layout) wake() {
 	case l.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// fateWindow is how many of the latest compactions out of a level decide
+// whether its new tables are placed where move compactions take them.
+const fateWindow = 4
+
+// noteFate records what a finished compaction did with the tables of its
+// start level: moved them down unchanged (Pebble's "move" compaction, what
+// happens to tables of keys written in order) or rewrote them.
+func (l *Layout) noteFate(info pebble.CompactionInfo) {
+	if info.Err != nil || len(info.Input) == 0 {
+		return
+	}
+	in := info.Input[0].Level
+	if in < 0 || in >= NumLevels {
+		return
+	}
+	moved := info.Reason == "move" && info.Output.Level > in
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fates[in][l.fateNext[in]%fateWindow] = moved
+	l.fateNext[in]++
+	if moved {
+		l.moveTo[in] = info.Output.Level
+	}
+}
+
+// placeLevelLocked returns the level a new table of level goes to be placed
+// as: while each of the last fateWindow compactions out of a level moved
+// its tables down unchanged, follow the moves. Keys written in order make
+// Pebble move flushes (or the tables L0 compactions write) down level by
+// level without rewriting them; placing them in their final level's path
+// saves the mover from copying nearly every byte of such a load.
+func (l *Layout) placeLevelLocked(level int) int {
+	for range NumLevels {
+		if l.fateNext[level] < fateWindow || l.moveTo[level] <= level {
+			return level
+		}
+		for _, moved := range l.fates[level] {
+			if !moved {
+				return level
+			}
+		}
+		level = l.moveTo[level]
+	}
+	return level
 }

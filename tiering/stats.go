@@ -59,6 +59,10 @@ type Stats struct {
 	// write, so they were written in their path directly; PlacedInFirstPath
 	// counts those whose level was not known (left in path 0 for the mover).
 	PlacedAtCreation, PlacedInFirstPath int64
+	// PlacedDown counts new tables placed in the path of the level that
+	// move compactions were taking their level's recent tables to (keys
+	// written in order), rather than in their own level's path.
+	PlacedDown int64
 	// MovedFiles, MovedBytes and MoveFailures total the mover's work.
 	MovedFiles, MovedBytes, MoveFailures int64
 	// MovedBytesByReason splits MovedBytes by MoveReason.
@@ -94,6 +98,7 @@ func (l *Layout) Stats() Stats {
 		CreatedBytes:       l.createdBytes.Load(),
 		PlacedAtCreation:   l.placedKnown.Load(),
 		PlacedInFirstPath:  l.placedFirst.Load(),
+		PlacedDown:         l.placedAhead.Load(),
 		MovedFiles:         l.movedFiles.Load(),
 		MovedBytes:         l.movedBytes.Load(),
 		MoveFailures:       l.moveFailures.Load(),
@@ -160,8 +165,8 @@ func (s Stats) String() string {
 	}
 	_ = w.Flush()
 	fmt.Fprintf(&b, "plan: %s\n", s.Plan)
-	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation, %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
-		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedInFirstPath,
+	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation (%d where move compactions take them), %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
+		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedDown, s.PlacedInFirstPath,
 		s.MovedFiles, humanBytes(uint64(s.MovedBytes)), 100*s.MovedShare(), s.MoveFailures)
 	if s.MovesInterrupted > 0 || s.SpilledFiles > 0 {
 		fmt.Fprintf(&b, "%d moves interrupted by Close (redone later); %d new tables spilled to a later path because theirs was full\n", s.MovesInterrupted, s.SpilledFiles)
