@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzHTTP drives the HTTP handlers (v2 keys, members, health, version)
@@ -51,7 +52,16 @@ func FuzzHTTP(f *testing.F) {
 		r = r.WithContext(t.Context())
 		before := s.store.Rev()
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(w, r)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s %q (content type %q, body %q): no answer in 10 s", method, target, ctype, body)
+		}
 		after := s.store.Rev()
 		if w.Code < 100 || w.Code > 599 {
 			t.Fatalf("%s %s: status %d", method, target, w.Code)
