@@ -81,7 +81,7 @@ func TestRecommendCommand(t *testing.T) {
 	for _, r := range rows {
 		if r["chosen"] == "<- size" {
 			chosen++
-			if r["within_bounds"] != "yes" || r["write_vs_base"].(float64) < 0.5 || r["read_vs_base"].(float64) < 0.5 {
+			if r["within_bounds"] != "yes" || r["ingest_vs_base"].(float64) < 0.5 || r["read_vs_base"].(float64) < 0.5 {
 				t.Errorf("chosen row outside --max-write-loss/--max-read-loss 0.5: %v", r)
 			}
 		}

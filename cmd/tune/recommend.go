@@ -43,7 +43,7 @@ func (o *recommendOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.repeat, "repeat", 1, "run each candidate `N` times and use the median of each figure")
 	fs.DurationVar(&o.minTime, "min-time", tune.DefaultMinTime, "repeat each timed phase (write, absent reads, reads) until it has run `DURATION`")
 	d := tune.DefaultBounds()
-	fs.Float64Var(&o.bounds.MaxWriteLoss, "max-write-loss", d.MaxWriteLoss, "--goal size: write MB/s may fall at most this `SHARE` below the base config's")
+	fs.Float64Var(&o.bounds.MaxWriteLoss, "max-write-loss", d.MaxWriteLoss, "--goal size: ingest MB/s (write + compaction) may fall at most this `SHARE` below the base config's")
 	fs.Float64Var(&o.bounds.MaxReadLoss, "max-read-loss", d.MaxReadLoss, "--goal size: point-read MB/s may fall at most this `SHARE` below the base config's (and absent-key reads, for fewer bloom bits, on every goal)")
 	fs.Float64Var(&o.bounds.MaxSizeGrowth, "max-size-growth", d.MaxSizeGrowth, "--goal read, write: the database may grow at most this `SHARE` above the base config's")
 	fs.StringVar(&o.plot, "plot", "", "also draw size against write and read MB/s, with the Pareto frontier and the chosen config, as SVG into `FILE`")
@@ -92,17 +92,19 @@ bloom filters). Each timed phase repeats until it has run --min-time (1s).
 
 Candidates, around the base config (--config FILE or the default): the base;
 codec pairs none/none, lz4/zstd, zstd/zstd, snappy/zstd, minlz/zstd; lz4 above
-with zstd levels 3, 6, 9, 19 at the bottom, each with bottommost_block_size 4,
+with zstd levels 3, 9, 19 at the bottom, each with bottommost_block_size 4,
 16, 32, 64, 128 KB; block_size 4 and 16 KB; bloom bits 0, 10, 16.
 
 Goals are constraints against the base config, measured in the same run:
-  size      the smallest database whose write and point-read MB/s stay within
+  size      the smallest database whose ingest and point-read MB/s stay within
             --max-write-loss and --max-read-loss (10%) of the base's
-  write     the fastest writes whose database is at most --max-size-growth
+  write     the fastest ingest whose database is at most --max-size-growth
             (10%) larger than the base's
   read      the fastest point reads within the same size bound
-  balanced  the best (ratio / base ratio) x sqrt(write / base write x
+  balanced  the best (ratio / base ratio) x sqrt(ingest / base ingest x
             read / base read): 1% smaller counts as 1% faster at both
+Ingest is the sample's bytes / time of the write and the full compaction:
+what writing costs once the bottommost codec applies to every byte.
 On every goal, fewer bloom bits than the base only when the absent-key reads
 were measured in L0-L5 and stay within --max-read-loss of the base's, and no
 compression at all only when the base stores the data below 1.1x. Among the

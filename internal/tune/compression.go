@@ -207,6 +207,10 @@ type CompressionRow struct {
 	// WriteMBps, ReadMBps and ScanMBps are the medians, in MiB/s of
 	// key+value bytes.
 	WriteMBps, ReadMBps, ScanMBps float64
+	// IngestMBps is the median of key+value bytes / (write + full
+	// compaction time): what writing costs once the bottommost codec has
+	// been applied to every byte, as it is in a database that has grown.
+	IngestMBps float64
 	// WriteMBPerCPUs and ReadMBPerCPUs are the medians of MiB of
 	// key+value bytes per CPU-second of the process (every thread) in the
 	// write and the read phase: the work a MB costs, whatever the number
@@ -349,6 +353,7 @@ func (r *CompressionRow) summarize(raw int64) {
 	r.WriteMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
 	r.ReadMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
 	r.ScanMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ScanSeconds) }))
+	r.IngestMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds+x.CompactSeconds) }))
 	r.WriteMBPerCPUs = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
 	r.ReadMBPerCPUs = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
 	r.CompactSeconds = median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
@@ -384,6 +389,7 @@ func (res *CompressionResult) Table() *report.Table {
 		{Name: "Read", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Write", Unit: "MB/CPU-s", Key: "write_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Read", Unit: "MB/CPU-s", Key: "read_mb_per_cpu_s", Format: "%.1f"},
+		{Name: "Ingest", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Scan", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Before compaction", Unit: "MB", Format: "%.1f"},
 		{Name: "Compact", Unit: "s", Format: "%.2f"},
@@ -405,7 +411,7 @@ func (res *CompressionResult) Table() *report.Table {
 	}
 	lz4 := false
 	for _, r := range res.Rows {
-		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.ScanMBps,
+		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.IngestMBps, r.ScanMBps,
 			r.SizeBeforeBytes / MiB, r.CompactSeconds, r.WriteAmp}
 		if vsFirst {
 			row = append(row, r.WriteVsFirst, r.ReadVsFirst)
@@ -415,7 +421,7 @@ func (res *CompressionResult) Table() *report.Table {
 		}
 		t.Rows = append(t.Rows, row)
 		if pr := r.Pebble; pr != nil {
-			prow := []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.ScanMBps,
+			prow := []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.IngestMBps, pr.ScanMBps,
 				pr.SizeBeforeBytes / MiB, pr.CompactSeconds}
 			t.Rows = append(t.Rows, append(prow, make([]any, len(t.Columns)-len(prow))...))
 		}
@@ -432,7 +438,7 @@ func (res *CompressionResult) Table() *report.Table {
 	t.Notes = append(t.Notes,
 		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s; each timed phase repeats its work until it has run %s (the figure is per pass).", res.Source, mib(res.RawBytes), runs, res.MinTime),
 		"MB = MiB = 1,048,576 bytes. DB Size: the table files (*.sst) on disk after a full compaction (WAL, MANIFEST, OPTIONS not counted); Before compaction: the same after the load's final flush. Ratio = key+value bytes / DB Size.",
-		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. MB/CPU-s: the same bytes / CPU time of the process (user+system, every thread, Pebble's background work included) over the phase. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
+		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. MB/CPU-s: the same bytes / CPU time of the process (user+system, every thread, Pebble's background work included) over the phase. Ingest: / time of the write and the full compaction (Compact), what writing costs once the bottommost codec applies to every byte. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
 	)
 	if vsFirst {
 		t.Notes = append(t.Notes, "X vs row 1: the median of the per-repeat ratios of the row's MB/s to the first row's, run k against run k (each repeat runs every row in turn).")

@@ -67,8 +67,11 @@ type Run struct {
 	AbsentSeconds, AbsentCPUSeconds float64
 	AbsentPasses                    int
 	AbsentTables                    [7]int
-	// CompactSeconds is the wall time of the full compaction.
-	CompactSeconds float64
+	// CompactSeconds is the wall time of the full compaction,
+	// CompactCPUSeconds its CPU time, per pass (each write pass after the
+	// first compacts its database too, so that the phase runs MinTime).
+	CompactSeconds, CompactCPUSeconds float64
+	CompactPasses                     int
 	// DBSizeBytes is the table bytes on disk after the full compaction,
 	// measured once the database is closed (Close waits for obsolete tables
 	// to be deleted), so it is what a listing of the directory shows.
@@ -409,7 +412,8 @@ func (c *phaseClock) perPass() (wall, cpu float64) {
 //  1. open; write every entity in batches of WriteBatchSize; Flush. The
 //     wall time of the puts and the Flush is WriteSeconds. Further passes
 //     write the same entities into a fresh database each (opened and
-//     removed outside the timing), so every pass does the same work.
+//     removed outside the timing), so every pass does the same work, and
+//     compact it, timed as a compaction pass (step 4).
 //  2. SizeBeforeBytes: the *.sst bytes on disk.
 //  3. With spec.absent: one read of an absent key per present key, in
 //     spec.order, timed as AbsentSeconds, against the flushed tables
@@ -473,14 +477,29 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 		}
 		return nil
 	}
-	var clock phaseClock
+	var clock, compactClock phaseClock
 	if err := clock.pass(func() error { return write(s, p) }); err != nil {
 		return run, err
 	}
-	for clock.more(minTime) {
+	// Further passes write and compact a fresh database each, until both
+	// phases have run minTime (the run's own database is compacted below,
+	// after the reads of absent keys, as one more compaction pass).
+	compactAll := func(s store) error {
+		if err := s.compact(d.Keys[sorted[0]], d.Keys[sorted[len(sorted)-1]]); err != nil {
+			return fmt.Errorf("compaction: %w", err)
+		}
+		return nil
+	}
+	for clock.more(minTime) || compactClock.more(minTime) {
 		extra := cfg.Clone()
 		extra.DBPath = fmt.Sprintf("%s.pass%d", cfg.DBPath, clock.passes+1)
-		if err := writePass(extra, open, &clock, func(s store) error { return write(s, nopProgress{}) }); err != nil {
+		err := extraPass(extra, open, func(s store) error {
+			if err := clock.pass(func() error { return write(s, nopProgress{}) }); err != nil {
+				return err
+			}
+			return compactClock.pass(func() error { return compactAll(s) })
+		})
+		if err != nil {
 			return run, fmt.Errorf("write pass %d: %w", clock.passes+1, err)
 		}
 	}
@@ -520,11 +539,11 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	}
 
 	// 4. Compaction.
-	began := time.Now()
-	if err := s.compact(d.Keys[sorted[0]], d.Keys[sorted[len(sorted)-1]]); err != nil {
-		return run, fmt.Errorf("compaction: %w", err)
+	if err := compactClock.pass(func() error { return compactAll(s) }); err != nil {
+		return run, err
 	}
-	run.CompactSeconds = time.Since(began).Seconds()
+	run.CompactSeconds, run.CompactCPUSeconds = compactClock.perPass()
+	run.CompactPasses = compactClock.passes
 	if run.WriteAmp, err = s.writeAmp(); err != nil {
 		return run, err
 	}
@@ -601,9 +620,9 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	return run, nil
 }
 
-// writePass opens a fresh database with cfg, times write on it as one pass
-// of clock, then closes and removes it (neither timed).
-func writePass(cfg *config.Config, open func(*config.Config) (store, error), clock *phaseClock, write func(store) error) (err error) {
+// extraPass opens a fresh database with cfg, runs work on it (which times
+// its own phases), then closes and removes it (neither timed).
+func extraPass(cfg *config.Config, open func(*config.Config) (store, error), work func(store) error) (err error) {
 	if _, err := os.Stat(cfg.DBPath); err == nil {
 		return fmt.Errorf("tune: run directory %s exists already", cfg.DBPath)
 	}
@@ -614,7 +633,7 @@ func writePass(cfg *config.Config, open func(*config.Config) (store, error), clo
 	defer func() {
 		err = errors.Join(err, s.close(), os.RemoveAll(cfg.DBPath))
 	}()
-	return clock.pass(func() error { return write(s) })
+	return work(s)
 }
 
 // scanAll scans every key once, checking each key and value against d in

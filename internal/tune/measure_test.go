@@ -31,6 +31,7 @@ func TestMeasureRepeatsPhases(t *testing.T) {
 		wall, cpus float64
 	}{
 		{"write", run.WritePasses, run.WriteSeconds, run.WriteCPUSeconds},
+		{"compact", run.CompactPasses, run.CompactSeconds, run.CompactCPUSeconds},
 		{"absent", run.AbsentPasses, run.AbsentSeconds, run.AbsentCPUSeconds},
 		{"read", run.ReadPasses, run.ReadSeconds, run.ReadCPUSeconds},
 		{"scan", run.ScanPasses, run.ScanSeconds, run.ScanCPUSeconds},

@@ -33,6 +33,7 @@ const (
 	legendFrontier   = "frontier of this panel"
 	legendChosen     = "chosen: "
 	legendBase       = "base config"
+	ingestAxis       = "Ingest: write + compaction (MB/s)"
 )
 
 // Colours of the marks.
@@ -50,8 +51,10 @@ var (
 // config a black square; the chosen point, if chosen >= 0, a red ring named
 // in the legend. So the eye finds
 // what a table hides: how much speed each MB saved costs.
-func PlotTradeoff(w io.Writer, title string, points []TradeoffPoint, chosen int) error {
-	return drawTradeoff(vgsvg.New(tradeoffWidth, tradeoffHeight), w, title, points, chosen)
+//
+// writeAxis names what WriteMBps holds ("Write (MB/s)").
+func PlotTradeoff(w io.Writer, title, writeAxis string, points []TradeoffPoint, chosen int) error {
+	return drawTradeoff(vgsvg.New(tradeoffWidth, tradeoffHeight), w, title, writeAxis, points, chosen)
 }
 
 // The size of the trade-off plot.
@@ -61,7 +64,7 @@ const (
 )
 
 // drawTradeoff draws PlotTradeoff's panels on canvas and writes it to w.
-func drawTradeoff(canvas vg.CanvasWriterTo, w io.Writer, title string, points []TradeoffPoint, chosen int) error {
+func drawTradeoff(canvas vg.CanvasWriterTo, w io.Writer, title, writeAxis string, points []TradeoffPoint, chosen int) error {
 	if len(points) == 0 {
 		return errors.New("tune: plot: no points")
 	}
@@ -72,7 +75,7 @@ func drawTradeoff(canvas vg.CanvasWriterTo, w io.Writer, title string, points []
 		name  string
 		speed func(TradeoffPoint) float64
 	}{
-		{"Write (MB/s)", func(p TradeoffPoint) float64 { return p.WriteMBps }},
+		{writeAxis, func(p TradeoffPoint) float64 { return p.WriteMBps }},
 		{"Point read (MB/s)", func(p TradeoffPoint) float64 { return p.ReadMBps }},
 	}
 	row := make([]*plot.Plot, len(panels))
@@ -179,18 +182,19 @@ func frontier2D(xys plotter.XYs) plotter.XYs {
 	return out
 }
 
-// TradeoffPoints returns the candidates as points of a trade-off plot.
+// TradeoffPoints returns the candidates as points of a trade-off plot, with
+// their ingest speed (write and compaction) as the write figure.
 func (res *RecommendResult) TradeoffPoints() []TradeoffPoint {
 	out := make([]TradeoffPoint, len(res.Candidates))
 	for i, c := range res.Candidates {
-		out[i] = TradeoffPoint{Label: c.Name, SizeMB: c.DBSizeBytes / MiB, WriteMBps: c.WriteMBps, ReadMBps: c.ReadMBps, Pareto: c.Pareto, Base: i == 0}
+		out[i] = TradeoffPoint{Label: c.Name, SizeMB: c.DBSizeBytes / MiB, WriteMBps: c.IngestMBps, ReadMBps: c.ReadMBps, Pareto: c.Pareto, Base: i == 0}
 	}
 	return out
 }
 
 // Plot draws the candidates (PlotTradeoff) with the chosen one marked.
 func (res *RecommendResult) Plot(w io.Writer) error {
-	return PlotTradeoff(w, fmt.Sprintf("tune recommend --goal %s: %s", res.Goal, oneLine(res.Source)), res.TradeoffPoints(), res.Chosen)
+	return PlotTradeoff(w, fmt.Sprintf("tune recommend --goal %s: %s", res.Goal, oneLine(res.Source)), ingestAxis, res.TradeoffPoints(), res.Chosen)
 }
 
 // Plot draws the profiles (PlotTradeoff), the Pareto frontier over size,
@@ -205,5 +209,5 @@ func (res *CompressionResult) Plot(w io.Writer) error {
 	for i, r := range res.Rows {
 		points[i] = TradeoffPoint{Label: r.Name, SizeMB: r.DBSizeBytes / MiB, WriteMBps: r.WriteMBps, ReadMBps: r.ReadMBps, Pareto: cs[i].Pareto}
 	}
-	return PlotTradeoff(w, "tune compression: "+oneLine(res.Source), points, -1)
+	return PlotTradeoff(w, "tune compression: "+oneLine(res.Source), "Write (MB/s)", points, -1)
 }

@@ -83,7 +83,7 @@ func TestPlotRecommend(t *testing.T) {
 		legendFrontier:               2,
 		legendBase:                   2,
 		"DB size (MB)":               2,
-		"Write (MB/s)":               1,
+		ingestAxis:                   1,
 		"Point read (MB/s)":          1,
 		"tune recommend --goal size": 1,
 	} {
@@ -97,14 +97,14 @@ func TestPlotRecommend(t *testing.T) {
 
 	// Without a choice (tune compression) there is no chosen mark.
 	svg.Reset()
-	if err := PlotTradeoff(&svg, "profiles", res.TradeoffPoints(), -1); err != nil {
+	if err := PlotTradeoff(&svg, "profiles", "Write (MB/s)", res.TradeoffPoints(), -1); err != nil {
 		t.Fatal(err)
 	}
 	texts, _ = svgContent(t, svg.Bytes())
 	if n := count(texts, legendChosen); n != 0 {
 		t.Errorf("%d chosen marks without a choice", n)
 	}
-	if err := PlotTradeoff(&svg, "none", nil, -1); err == nil {
+	if err := PlotTradeoff(&svg, "none", "Write (MB/s)", nil, -1); err == nil {
 		t.Error("a plot without points is not an error")
 	}
 }

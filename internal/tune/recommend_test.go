@@ -39,7 +39,7 @@ func TestRecommend(t *testing.T) {
 			t.Errorf("%s measured twice", c.Name)
 		}
 		seen[c.key(base)] = true
-		if len(c.Runs) != 1 || !(c.DBSizeBytes > 0 && c.WriteMBps > 0 && c.ReadMBps > 0 && c.AbsentMBps > 0) || c.Runs[0].AbsentReads != 200 {
+		if len(c.Runs) != 1 || !(c.DBSizeBytes > 0 && c.WriteMBps > 0 && c.IngestMBps > 0 && c.IngestMBps < c.WriteMBps && c.ReadMBps > 0 && c.AbsentMBps > 0) || c.Runs[0].AbsentReads != 200 {
 			t.Errorf("%s: %+v", c.Name, c)
 		}
 		if !c.AbsentMeasured {
@@ -90,7 +90,7 @@ func checkChosenInTable(t *testing.T, res *RecommendResult) {
 	}
 	var chosen []map[string]any
 	for _, r := range rows {
-		for _, key := range []string{"write_mb_per_cpu_s", "read_mb_per_cpu_s", "size_vs_base", "write_vs_base", "read_vs_base", "within_bounds"} {
+		for _, key := range []string{"write_mb_per_cpu_s", "read_mb_per_cpu_s", "size_vs_base", "ingest_vs_base", "read_vs_base", "within_bounds"} {
 			if _, ok := r[key]; !ok {
 				t.Fatalf("JSON row lacks %q: %v", key, r)
 			}
@@ -109,7 +109,7 @@ func checkChosenInTable(t *testing.T, res *RecommendResult) {
 	num := func(k string) float64 { return r[k].(float64) }
 	switch res.Goal {
 	case GoalSize:
-		if num("write_vs_base") < 1-b.MaxWriteLoss || num("read_vs_base") < 1-b.MaxReadLoss {
+		if num("ingest_vs_base") < 1-b.MaxWriteLoss || num("read_vs_base") < 1-b.MaxReadLoss {
 			t.Errorf("goal size chose a row outside its bounds: %v", r)
 		}
 	case GoalRead, GoalWrite:
@@ -124,7 +124,7 @@ func checkChosenInTable(t *testing.T, res *RecommendResult) {
 
 // cand returns a synthetic candidate.
 func cand(s Setting, size, write, read float64) Candidate {
-	return Candidate{Setting: s, Name: fmt.Sprintf("%+v", s), DBSizeBytes: size, Ratio: 1000 / size, WriteMBps: write, ReadMBps: read,
+	return Candidate{Setting: s, Name: fmt.Sprintf("%+v", s), DBSizeBytes: size, Ratio: 1000 / size, WriteMBps: write, IngestMBps: write, ReadMBps: read,
 		AbsentMBps: read, AbsentMeasured: true}
 }
 
@@ -182,10 +182,10 @@ func TestNeverNoneWhenCompressible(t *testing.T) {
 	for i := range 500 {
 		ratio := 1.5 + 2*r.Float64()
 		base := cand(b, 1000/ratio, 50+100*r.Float64(), 50+100*r.Float64())
-		fast := cand(none, 1000, base.WriteMBps*(1+10*r.Float64()), base.ReadMBps*(1+10*r.Float64()))
+		fast := cand(none, 1000, base.IngestMBps*(1+10*r.Float64()), base.ReadMBps*(1+10*r.Float64()))
 		other := b
 		other.BottommostBlockSize = 65536
-		cs := []Candidate{base, fast, cand(other, base.DBSizeBytes*0.9, base.WriteMBps*r.Float64()*2, base.ReadMBps*r.Float64()*2)}
+		cs := []Candidate{base, fast, cand(other, base.DBSizeBytes*0.9, base.IngestMBps*r.Float64()*2, base.ReadMBps*r.Float64()*2)}
 		bounds := Bounds{MaxWriteLoss: r.Float64() * 0.99, MaxReadLoss: r.Float64() * 0.99, MaxSizeGrowth: r.Float64() * 9.9}
 		for _, goal := range []Goal{GoalSize, GoalWrite, GoalRead, GoalBalanced} {
 			if got := choose(cs, goal, bounds, cfg); cs[got].uncompressed(cfg) {
