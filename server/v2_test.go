@@ -143,7 +143,7 @@ func TestHealthVersionMetrics(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{`strata_server_requests_total{api="http",code="201",method="v2 PUT"} 1`,
-		"strata_server_request_duration_seconds_bucket", "strata_mvcc_revision 2", "go_goroutines"} {
+		"strata_server_request_duration_seconds_bucket", "strata_mvcc_revision 2", "strata_block_cache_capacity_bytes", "go_goroutines"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
