@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +115,7 @@ func benchCompactAllPutLatency(b *testing.B, mb int, delay time.Duration, alone 
 			time.Sleep(-delay)
 		}
 		b.StartTimer()
+		cpuBefore := cpuSeconds()
 		began := time.Now()
 		if alone {
 			time.Sleep(2 * time.Second)
@@ -121,6 +123,7 @@ func benchCompactAllPutLatency(b *testing.B, mb int, delay time.Duration, alone 
 			err = db.CompactAll()
 		}
 		elapsed := time.Since(began)
+		cpu := cpuSeconds() - cpuBefore
 		b.StopTimer()
 		stop.Store(true)
 		wg.Wait()
@@ -154,6 +157,7 @@ func benchCompactAllPutLatency(b *testing.B, mb int, delay time.Duration, alone 
 		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "worst-put-ms")
 		b.ReportMetric(float64(lat[len(lat)*999/1000].Microseconds())/1000, "p999-put-ms")
 		b.ReportMetric(elapsed.Seconds(), "compactall-s")
+		b.ReportMetric(cpu, "cpu-s")
 		b.ReportMetric(float64(len(lat)), "puts")
 		b.ReportMetric(float64(stale), "stale-L6-tables")
 		b.ReportMetric(float64(m.Stalls.Count), "stalls")
@@ -161,4 +165,13 @@ func benchCompactAllPutLatency(b *testing.B, mb int, delay time.Duration, alone 
 		b.ReportMetric(float64(m.Rewrites.Tables), "rewritten-tables")
 		b.StartTimer()
 	}
+}
+
+// cpuSeconds is the process's user plus system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
