@@ -88,7 +88,7 @@ func (fs *tieredFS) Create(name string, category vfs.DiskWriteCategory) (vfs.Fil
 	}
 	num, _ := parseName(base)
 	l.mu.Lock()
-	l.files[base] = &fileEntry{loc: 0, creating: true, level: -1}
+	l.files[base] = &fileEntry{loc: 0, creating: true, level: -1, placedAs: -1}
 	l.mu.Unlock()
 	l.created.Add(1)
 	return &tableFile{l: l, name: base, num: num, kind: kind, category: category, inner: f}, nil
@@ -168,7 +168,7 @@ func (l *Layout) record(name string, loc int) {
 		size = fi.Size()
 	}
 	l.mu.Lock()
-	l.files[name] = &fileEntry{loc: loc, size: size, level: -1}
+	l.files[name] = &fileEntry{loc: loc, size: size, level: -1, placedAs: -1}
 	l.mu.Unlock()
 }
 

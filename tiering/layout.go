@@ -137,6 +137,7 @@ type fileEntry struct {
 	size     int64
 	creating bool // open for writing by Pebble
 	level    int  // from the mover's last scan; -1 unknown
+	placedAs int  // the level its path was chosen for (creation, last move); -1 unknown
 }
 
 // job is one flush or compaction in flight, from its Begin event to its End.
@@ -527,7 +528,7 @@ func (l *Layout) recover() error {
 			l.recovered.DuplicatesRemoved++
 			dirty[c.loc] = true
 		}
-		l.files[name] = &fileEntry{loc: copies[0].loc, size: copies[0].size, level: -1}
+		l.files[name] = &fileEntry{loc: copies[0].loc, size: copies[0].size, level: -1, placedAs: -1}
 	}
 	for loc := range dirty {
 		if err := l.syncDir(loc); err != nil {

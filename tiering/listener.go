@@ -92,13 +92,13 @@ func (l *Layout) choosePath(name string, num uint64) (int, int64, bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	if e, ok := l.files[name]; ok {
-		e.level = level
-	}
 	est := l.shape.targetFileSize(level, l.plan.BaseLevel)
 	placeAs := l.placeLevelLocked(level)
 	if placeAs != level {
 		l.placedAhead.Add(1)
+	}
+	if e, ok := l.files[name]; ok {
+		e.level, e.placedAs = level, placeAs
 	}
 	to := l.plan.firstFit(placeAs, 0, est, func(p int) int64 { return l.effUsageLocked(placeAs, p) })
 	if j, ok := l.jobs[l.fileJob[num]]; ok {

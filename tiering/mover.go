@@ -252,6 +252,7 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 	// A strict pass places by the plan for the LSM as it is; the lazy
 	// passes and creation plan ahead (computePlan).
 	plan := Compute(sizes, l.shape, l.targets)
+	realBase := plan.BaseLevel
 	if !strict {
 		plan = l.computePlan(sizes)
 	}
@@ -280,8 +281,11 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 			}
 			continue
 		}
+		// The reason compares with the level the table was placed for (at
+		// creation or its last move), not with the last scan's, which a
+		// lazy pass updates without moving.
 		reason := MovePlanChanged
-		if e.level >= 0 && e.level != level {
+		if e.placedAs >= 0 && e.placedAs != level {
 			reason = MoveLevelChanged
 		}
 		e.level = level
@@ -385,8 +389,16 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 		// L0 beyond its share is compaction debt, soon compacted away: it
 		// does not count, or a write burst would evict colder tables for
 		// nothing.
+		// So do tables in L0's path that Pebble moved unchanged into the
+		// LSM's real Lbase while the plan ahead puts Lbase elsewhere (a
+		// flush moved into an empty Lbase): Lbase holds one LBaseMaxBytes
+		// and is compacted down as it fills.
 		if si := plan.shareIndex(0, p); si >= 0 {
-			if debt := used[0][p] - int64(plan.Levels[0][si].Bytes); debt > 0 {
+			transient := used[0][p]
+			if !plan.allows(realBase, p) {
+				transient += used[realBase][p]
+			}
+			if debt := transient - int64(plan.Levels[0][si].Bytes); debt > 0 {
 				target += debt
 			}
 		}
@@ -502,6 +514,7 @@ func (l *Layout) move(ctx context.Context, m plannedMove) (err error) {
 	}
 	m.entry.loc = m.to
 	m.entry.size = n
+	m.entry.placedAs = m.level
 	if lv := m.entry.level; lv >= 0 {
 		l.usage[lv][m.from] -= n
 		l.usage[lv][m.to] += n
