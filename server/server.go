@@ -63,6 +63,8 @@ type Server struct {
 	serving sync.WaitGroup
 	serveMu sync.Mutex
 	serveEr error
+	// failed is closed when serveEr is set: serving stopped by itself.
+	failed chan struct{}
 	metrics *metrics
 
 	// streams is cancelled at shutdown: it ends watch and lease
@@ -84,7 +86,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: opts.Logger}
+	s := &Server{cfg: cfg, log: opts.Logger, failed: make(chan struct{})}
 	s.ids = deriveIDs(cfg.DBPath)
 	var err error
 	engineCfg := cfg
@@ -147,6 +149,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Failed is closed when the server stopped serving by itself (a listener
+// failed); Err says why. Close it then.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
 // Addr returns the address the server listens on (with the port chosen
 // when the configuration said port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
@@ -190,6 +196,7 @@ func (s *Server) setServeErr(err error) {
 	defer s.serveMu.Unlock()
 	if s.serveEr == nil {
 		s.serveEr = err
+		close(s.failed)
 	}
 }
 

@@ -110,6 +110,9 @@ in flight and closes the database. See docs/server.md.`,
 			case <-memberStopped:
 				_ = srv.Close()
 				return fmt.Errorf("cluster member stopped: %w", stopper.Err())
+			case <-srv.Failed():
+				_ = srv.Close()
+				return srv.Err()
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), "strata: shutting down: finishing requests in flight")
 			began = time.Now()
