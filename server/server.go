@@ -64,7 +64,7 @@ type Server struct {
 	serveMu sync.Mutex
 	serveEr error
 	// failed is closed when serveEr is set: serving stopped by itself.
-	failed chan struct{}
+	failed  chan struct{}
 	metrics *metrics
 
 	// streams is cancelled at shutdown: it ends watch and lease
