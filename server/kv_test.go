@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -163,5 +165,37 @@ func TestKVLimits(t *testing.T) {
 func TestMaxValueBytesLimitIsTheStoresLimit(t *testing.T) {
 	if config.MaxValueBytesLimit != mvcc.MaxValueSize {
 		t.Errorf("config.MaxValueBytesLimit = %d, mvcc.MaxValueSize = %d", config.MaxValueBytesLimit, mvcc.MaxValueSize)
+	}
+}
+
+// TestMaxConcurrentStreams: with max_concurrent_streams = 1 a connection
+// busy with an open watch stream cannot start a call until it ends.
+func TestMaxConcurrentStreams(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Server.MaxConcurrentStreams = 1
+	s := startServer(t, cfg)
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	wctx, cancelWatch := context.WithCancel(ctx)
+	wc := c.Watch(wctx, "k")
+	c.RequestProgress(ctx) // the watch stream is open once its progress reply comes
+	if r := nextResponse(t, wc); !r.IsProgressNotify() {
+		t.Fatalf("first watch response: %+v", r)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Get(short, "k"); status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second stream on the connection: %v, want it to wait past its deadline", err)
+	}
+	cancelWatch()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, err := c.Get(ctx, "k")
+		if err == nil && g.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("get after the watch ended: %v", err)
+		}
 	}
 }
