@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -249,4 +250,89 @@ func TestGroupCommitOrder(t *testing.T) {
 	wg.Wait()
 	stop.Store(true)
 	rwg.Wait()
+}
+
+// TestGroupCommitWALErrorSweep fails the k-th write or sync of a WAL file
+// while concurrent writers commit, for k = 0, 1, ... until a run sees no
+// failure. With group commit Pebble reports the failure to the waiting
+// writers (not as a crash): each write either succeeds or returns the
+// injected error, the store refuses writes after it, nothing is
+// acknowledged that a crash clone (synced data only) then lacks.
+func TestGroupCommitWALErrorSweep(t *testing.T) {
+	for k := int64(0); ; k++ {
+		mem := vfs.NewCrashableMem()
+		var armed atomic.Bool
+		var ops atomic.Int64
+		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if !armed.Load() || !strings.HasSuffix(op.Path, ".log") {
+				return nil
+			}
+			switch op.Kind {
+			case errorfs.OpFileWrite, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+				if ops.Add(1)-1 == k {
+					return errorfs.ErrInjected
+				}
+			}
+			return nil
+		})
+		db := openEngine(t, errorfs.Wrap(mem, inj), true)
+		s := openStore(t, db, Options{})
+		armed.Store(true)
+		var mu sync.Mutex
+		acked := map[string]int64{}
+		failures := 0
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 10 {
+					key := fmt.Sprintf("w%d-%02d", g, i)
+					rev, err := s.Put([]byte(key), []byte(key))
+					mu.Lock()
+					if err == nil {
+						acked[key] = rev
+					} else {
+						failures++
+						if !errors.Is(err, errorfs.ErrInjected) {
+							t.Errorf("k=%d: Put(%s): %v, want the injected error", k, key, err)
+						}
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		armed.Store(false)
+		crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		if ops.Load() <= k {
+			// The k-th WAL operation never came: every one has failed once.
+			if k < 2 || failures != 0 {
+				t.Fatalf("the writes touched the WAL only %d times, %d failures", k, failures)
+			}
+			t.Logf("failed each of %d WAL writes and syncs", k)
+			_ = s.Close()
+			_ = db.Close()
+			return
+		}
+		if failures == 0 {
+			t.Fatalf("k=%d: the injected WAL error reached no writer: all %d puts acknowledged", k, len(acked))
+		}
+		if _, err := s.Put([]byte("after"), nil); err == nil {
+			t.Fatalf("k=%d: a Put after a failed WAL write succeeded", k)
+		}
+		// The failed engine is abandoned (Pebble's WAL is unusable after
+		// an I/O error); the crash clone must hold every acknowledged put.
+		_ = s.Close()
+		db2 := openEngine(t, crashed, true)
+		s2 := openStore(t, db2, Options{})
+		for key, rev := range acked {
+			res, err := s2.Range([]byte(key), nil, RangeOptions{})
+			if err != nil || len(res.KVs) != 1 || res.KVs[0].ModRevision != rev {
+				t.Fatalf("k=%d: acknowledged put of %s at %d lost: %v %s", k, key, rev, err, fmtKVs(res.KVs))
+			}
+		}
+		_ = s2.Close()
+		_ = db2.Close()
+	}
 }
