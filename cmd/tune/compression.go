@@ -119,6 +119,7 @@ key back and scans. Columns:
   Read               key+value bytes / time of one Get per key, shuffled, after a
                      reopen (cold block cache, warm OS page cache); values checked
   Write, Read (MB/CPU-s)  the same bytes / CPU time of the process (all threads)
+  Ingest             key+value bytes / time of the write and the full compaction
   Scan               key+value bytes / time of one forward scan after the reads
   Before compaction  table bytes on disk after the flush
   Compact            time of the full compaction
