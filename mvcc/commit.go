@@ -44,7 +44,7 @@ type writeTxn struct {
 	s     *Store
 	index uint64
 	// begin is the revision before the write (the last assigned).
-	begin  int64
+	begin int64
 	// writes are the txn's changes; write i is revision {begin+1, i}.
 	writes    []write
 	leasePuts [][2]int64 // id, ttl
