@@ -77,7 +77,7 @@ func (n *raftNode) checkPeers(clusterID, selfID uint64, fresh bool) error {
 			return fmt.Errorf("%w: peer %q at %s says member %q (%x) was removed from cluster %x; wipe %s and add it again (member add, then start with join = true)",
 				ErrRemoved, v.view.Name, v.url, n.cfg.Name, selfID, clusterID, n.cfg.Dir)
 		}
-		if fresh && slices.Contains(v.view.Started, strconv.FormatUint(selfID, 16)) {
+		if self := strconv.FormatUint(selfID, 16); fresh && (slices.Contains(v.view.Started, self) || slices.Contains(v.view.Acked, self)) {
 			errs = append(errs, fmt.Sprintf("peer %q at %s knows this member (%x) as started in cluster %x, but its raft directory %s is empty: a member that lost its data must be removed (member remove), wiped, added again (member add) and started with join = true",
 				v.view.Name, v.url, selfID, clusterID, n.cfg.Dir))
 		}

@@ -82,13 +82,13 @@ func (n *raftNode) writeSnapshotStream(w io.Writer, m *pb.Message) error {
 }
 
 func (t *transport) handleSnapshot(w http.ResponseWriter, r *http.Request) {
-	from, ok := t.checkSender(w, r)
+	from, ok := t.checkSender(w, r, http.MethodPost)
 	if !ok {
 		return
 	}
 	br := bufio.NewReaderSize(r.Body, 256<<10)
 	n, err := binary.ReadUvarint(br)
-	if err != nil || n > maxMessageBody {
+	if err != nil || n > maxMessageBytes {
 		http.Error(w, "malformed snapshot message", http.StatusBadRequest)
 		return
 	}

@@ -24,17 +24,22 @@ import (
 
 // Peer traffic is plain HTTP/1.1 (or HTTPS) on the peer URLs:
 //
-//	POST /raft/message   a batch of raft messages: uvarint length + protobuf each
+//	GET  /raft/stream    a long-lived stream of raft messages from the
+//	                     member asked to the member asking (uvarint length
+//	                     + protobuf each, flushed per batch): every member
+//	                     keeps one open to each peer, as etcd's rafthttp
+//	                     streams, so a message costs a write, not a request
 //	POST /raft/snapshot  one MsgSnap, then the state machine's snapshot in
 //	                     chunks (uvarint length + bytes; 0 ends), then the
 //	                     8-byte index the snapshot was taken at
 //	GET  /raft/members   this member's view: cluster ID, member list, applied
 //	                     index (start-time checks and members that join)
 //
-// Every POST names the sender's cluster and member ID in headers; a member
-// of another cluster is refused with 412, a removed member with 410.
+// Every stream and snapshot request names the asking member's cluster and
+// member ID in headers; a member of another cluster is refused with 412, a
+// removed member with 410 (which stops it).
 const (
-	pathMessage  = "/raft/message"
+	pathStream   = "/raft/stream"
 	pathSnapshot = "/raft/snapshot"
 	pathMembers  = "/raft/members"
 
@@ -42,13 +47,13 @@ const (
 	headerFrom      = "X-Strata-From"
 
 	// peerQueueLen bounds the messages queued for one peer; when it is full
-	// (the peer is slow or down) messages are dropped and raft, told the
-	// peer is unreachable, resends from its own log.
+	// (the peer is slow) messages are dropped and raft, told the peer is
+	// unreachable, resends from its own log.
 	peerQueueLen = 4096
-	// maxBatch bounds the messages sent in one POST.
+	// maxBatch bounds the messages written to a stream between flushes.
 	maxBatch = 512
-	// maxMessageBody bounds a /raft/message body.
-	maxMessageBody = 256 << 20
+	// maxMessageBytes bounds one message on a stream.
+	maxMessageBytes = 256 << 20
 )
 
 // transport sends raft messages to the other members and serves theirs.
@@ -64,14 +69,20 @@ type transport struct {
 	stopc chan struct{}
 }
 
-// peer is the sending side towards one member: a bounded queue drained by
-// one goroutine that POSTs batches, so messages to one peer stay in order
-// and a slow peer never blocks the Ready loop.
+// peer is one other member: a bounded queue of messages for it, drained
+// by the stream it keeps open to this member (so messages to one peer stay
+// in order and a slow peer never blocks the Ready loop), and the reader of
+// the stream this member keeps open to it.
 type peer struct {
 	id   uint64
 	urls []string
 	q    chan *pb.Message
-	stop chan struct{}
+	// props holds the proposals p forwarded to this member (stepProposals).
+	props chan *pb.Message
+	stop  chan struct{}
+	// streams counts the streams the peer has open to this member; with
+	// none, appends for it are dropped at once (raft resends).
+	streams atomic.Int32
 	// snapshotting is set while a snapshot is being streamed to the peer.
 	snapshotting atomic.Bool
 	// warned limits the log to one line per kind of failure in a row.
@@ -98,7 +109,7 @@ func newTransport(n *raftNode, clientTLS *tls.Config) *transport {
 // serve starts serving peer traffic on ln.
 func (t *transport) serve(ln net.Listener, serverTLS *tls.Config) {
 	mux := http.NewServeMux()
-	mux.HandleFunc(pathMessage, t.handleMessage)
+	mux.HandleFunc(pathStream, t.handleStream)
 	mux.HandleFunc(pathSnapshot, t.handleSnapshot)
 	mux.HandleFunc(pathMembers, t.handleMembers)
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS}
@@ -156,10 +167,12 @@ func (t *transport) setPeers(members map[uint64]*Member) {
 		if id == t.n.id || t.peers[id] != nil || len(m.PeerURLs) == 0 {
 			continue
 		}
-		p := &peer{id: id, urls: append([]string(nil), m.PeerURLs...), q: make(chan *pb.Message, peerQueueLen), stop: make(chan struct{})}
+		p := &peer{id: id, urls: append([]string(nil), m.PeerURLs...), q: make(chan *pb.Message, peerQueueLen),
+			props: make(chan *pb.Message, peerQueueLen), stop: make(chan struct{})}
 		t.peers[id] = p
-		t.wg.Add(1)
-		go t.runPeer(p)
+		t.wg.Add(2)
+		go t.readStream(p)
+		go t.stepProposals(p)
 	}
 }
 
@@ -196,6 +209,14 @@ func (t *transport) send(msgs []*pb.Message) {
 			}
 			continue
 		}
+		if p.streams.Load() == 0 && m.GetType() == pb.MsgApp {
+			// No stream yet (the peer is starting) or any more (it is
+			// down): appends, the only big messages, are dropped and raft
+			// probes again; the small ones (a forwarded proposal, a vote,
+			// a heartbeat) wait in the queue for the stream.
+			t.n.raft.ReportUnreachable(p.id)
+			continue
+		}
 		select {
 		case p.q <- m:
 		default:
@@ -206,59 +227,190 @@ func (t *transport) send(msgs []*pb.Message) {
 	}
 }
 
-// runPeer drains p's queue in batches, one POST at a time.
-func (t *transport) runPeer(p *peer) {
-	defer t.wg.Done()
-	batch := make([]*pb.Message, 0, maxBatch)
-	var buf bytes.Buffer
-	urlIdx := 0
+// handleStream serves GET /raft/stream: the asking member's messages are
+// written to it as they come, each batch flushed, until either side stops.
+func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
+	from, ok := t.checkSender(w, r, http.MethodGet)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	p := t.peers[from]
+	t.mu.Unlock()
+	if p == nil {
+		http.Error(w, fmt.Sprintf("member %x is not a member known to %x (yet)", from, t.n.id), http.StatusNotFound)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	p.streams.Add(1)
+	defer p.streams.Add(-1)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var lenBuf [binary.MaxVarintLen64]byte
+	var buf []byte
 	for {
-		batch = batch[:0]
+		var m *pb.Message
 		select {
-		case m := <-p.q:
-			batch = append(batch, m)
+		case m = <-p.q:
 		case <-p.stop:
 			return
+		case <-t.stopc:
+			return
+		case <-r.Context().Done():
+			return
 		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case m := <-p.q:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		buf.Reset()
-		var lenBuf [binary.MaxVarintLen64]byte
-		for _, m := range batch {
-			b, err := proto.Marshal(m)
-			if err != nil {
+		for n := 0; m != nil && n < maxBatch; n++ {
+			var err error
+			if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf[:0], m); err != nil {
 				t.n.logf("cannot marshal a raft message to %x: %v", p.id, err)
-				continue
+			} else {
+				bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(buf)))])
+				if _, err := bw.Write(buf); err != nil {
+					return
+				}
 			}
-			buf.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(b)))])
-			buf.Write(b)
-		}
-		u := p.urls[urlIdx%len(p.urls)]
-		if err := t.post(p, u+pathMessage, bytes.NewReader(buf.Bytes())); err != nil {
-			urlIdx++
-			t.n.raft.ReportUnreachable(p.id)
-			if p.warned.CompareAndSwap(false, true) {
-				t.n.logf("peer %x (%s) unreachable: %v", p.id, u, err)
-			}
-			// Do not spin against a peer that is down: raft resends.
 			select {
-			case <-time.After(50 * time.Millisecond):
-			case <-p.stop:
-				return
+			case m = <-p.q:
+			default:
+				m = nil
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return
+		}
+		flusher.Flush()
+	}
+}
+
+// readStream keeps a stream open from p to this member and steps the
+// messages it brings, reconnecting while p is a member.
+func (t *transport) readStream(p *peer) {
+	defer t.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+		case <-t.stopc:
+		}
+		cancel()
+	}()
+	for attempt := 0; ; attempt++ {
+		u := p.urls[attempt%len(p.urls)]
+		err := t.stream(ctx, p, u)
+		if ctx.Err() != nil {
+			return
+		}
+		if p.warned.CompareAndSwap(false, true) {
+			t.n.logf("stream from peer %x (%s) down: %v", p.id, u, err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// stream reads one stream from p at u until it breaks.
+func (t *transport) stream(ctx context.Context, p *peer, u string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+pathStream, nil)
+	if err != nil {
+		return err
+	}
+	t.setHeaders(req)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := t.checkResponse(p, resp); err != nil {
+		return err
+	}
+	if p.warned.CompareAndSwap(true, false) {
+		t.n.logf("stream from peer %x (%s) up", p.id, u)
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var b []byte
+	for {
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			return err
+		}
+		if n > maxMessageBytes {
+			return fmt.Errorf("a message of %d bytes", n)
+		}
+		if uint64(cap(b)) < n {
+			b = make([]byte, n)
+		}
+		b = b[:n]
+		if _, err := io.ReadFull(br, b); err != nil {
+			return err
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(b, m); err != nil {
+			return fmt.Errorf("malformed raft message: %w", err)
+		}
+		if m.GetFrom() != p.id {
+			return fmt.Errorf("a message from %x on the stream of %x", m.GetFrom(), p.id)
+		}
+		if m.GetType() == pb.MsgProp {
+			// A proposal forwarded to this member waits in raft until it
+			// knows a leader; it must not hold up the stream (which may
+			// bring that leader's heartbeat), so it goes to its own queue.
+			select {
+			case p.props <- m:
+			default: // full: the proposer times out, as for a lost message
 			}
 			continue
 		}
-		if p.warned.CompareAndSwap(true, false) {
-			t.n.logf("peer %x (%s) reachable again", p.id, u)
+		if err := t.n.raft.Step(ctx, m); err != nil {
+			return err
 		}
 	}
+}
+
+// stepProposals steps the proposals p forwarded to this member, each
+// given up after the request timeout (its proposer has given up by then).
+func (t *transport) stepProposals(p *peer) {
+	defer t.wg.Done()
+	for {
+		select {
+		case m := <-p.props:
+			ctx, cancel := context.WithTimeout(context.Background(), t.n.cfg.RequestTimeout)
+			_ = t.n.raft.Step(ctx, m)
+			cancel()
+		case <-p.stop:
+			return
+		case <-t.stopc:
+			return
+		}
+	}
+}
+
+func (t *transport) setHeaders(req *http.Request) {
+	req.Header.Set(headerClusterID, strconv.FormatUint(t.n.clusterID, 16))
+	req.Header.Set(headerFrom, strconv.FormatUint(t.n.id, 16))
+}
+
+// checkResponse turns a peer's refusal into an error; 410 (this member
+// was removed) stops the member, as etcd does.
+func (t *transport) checkResponse(p *peer, resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode == http.StatusGone {
+		t.n.fail(fmt.Errorf("%w (peer %x says: %s)", ErrRemoved, p.id, bytes.TrimSpace(msg)))
+		return fmt.Errorf("removed from the cluster")
+	}
+	return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 }
 
 // post sends one request body to a peer and checks the reply.
@@ -276,32 +428,21 @@ func (t *transport) post(p *peer, u string, body io.Reader) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set(headerClusterID, strconv.FormatUint(t.n.clusterID, 16))
-	req.Header.Set(headerFrom, strconv.FormatUint(t.n.id, 16))
+	t.setHeaders(req)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	switch resp.StatusCode {
-	case http.StatusNoContent, http.StatusOK:
-		return nil
-	case http.StatusGone:
-		// This member was removed from the cluster: stop, as etcd does.
-		t.n.fail(fmt.Errorf("%w (peer %x says: %s)", ErrRemoved, p.id, bytes.TrimSpace(msg)))
-		return fmt.Errorf("removed from the cluster")
-	default:
-		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
-	}
+	return t.checkResponse(p, resp)
 }
 
 // checkSender validates the cluster and member headers of a peer request.
-func (t *transport) checkSender(w http.ResponseWriter, r *http.Request) (from uint64, ok bool) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method "+r.Method+" not allowed: use POST", http.StatusMethodNotAllowed)
+func (t *transport) checkSender(w http.ResponseWriter, r *http.Request, method string) (from uint64, ok bool) {
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		http.Error(w, "method "+r.Method+" not allowed: use "+method, http.StatusMethodNotAllowed)
 		return 0, false
 	}
 	cid, err := strconv.ParseUint(r.Header.Get(headerClusterID), 16, 64)
@@ -326,43 +467,6 @@ func (t *transport) checkSender(w http.ResponseWriter, r *http.Request) (from ui
 	return from, true
 }
 
-func (t *transport) handleMessage(w http.ResponseWriter, r *http.Request) {
-	from, ok := t.checkSender(w, r)
-	if !ok {
-		return
-	}
-	br := bufio.NewReader(io.LimitReader(r.Body, maxMessageBody))
-	for {
-		n, err := binary.ReadUvarint(br)
-		if err == io.EOF {
-			break
-		}
-		if err != nil || n > maxMessageBody {
-			http.Error(w, "malformed message batch", http.StatusBadRequest)
-			return
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(br, b); err != nil {
-			http.Error(w, "truncated message batch", http.StatusBadRequest)
-			return
-		}
-		m := &pb.Message{}
-		if err := proto.Unmarshal(b, m); err != nil {
-			http.Error(w, "malformed raft message: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if m.GetFrom() != from {
-			http.Error(w, "message sender does not match "+headerFrom, http.StatusBadRequest)
-			return
-		}
-		if err := t.n.raft.Step(r.Context(), m); err != nil {
-			http.Error(w, "raft: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
 // membersView is the JSON of GET /raft/members.
 type membersView struct {
 	ClusterID string   `json:"cluster_id"`
@@ -374,6 +478,9 @@ type membersView struct {
 	Started []string `json:"started"`
 	// Removed lists the members removed from the cluster.
 	Removed []string `json:"removed"`
+	// Acked lists, when this member leads, the members that have
+	// acknowledged entries of its log (raft's progress Match > 0).
+	Acked []string `json:"acked,omitempty"`
 }
 
 func (t *transport) handleMembers(w http.ResponseWriter, r *http.Request) {
@@ -397,6 +504,13 @@ func (t *transport) handleMembers(w http.ResponseWriter, r *http.Request) {
 		v.Removed = append(v.Removed, strconv.FormatUint(id, 16))
 	}
 	t.n.membersMu.RUnlock()
+	if st := t.n.raft.Status(); st.RaftState == raft.StateLeader {
+		for id, pr := range st.Progress {
+			if pr.Match > 0 {
+				v.Acked = append(v.Acked, strconv.FormatUint(id, 16))
+			}
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }

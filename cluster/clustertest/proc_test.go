@@ -261,10 +261,18 @@ func (c *procCluster) others(m *member) []*member {
 	return out
 }
 
-// dumpLogs logs the end of every member's log.
+// dumpLogs logs the end of every member's log, and copies the logs to
+// $STRATA_CLUSTER_KEEP_LOGS/<test>/ when that is set.
 func (c *procCluster) dumpLogs() {
+	keep := os.Getenv("STRATA_CLUSTER_KEEP_LOGS")
 	for _, m := range c.members {
 		c.t.Logf("---- %s (%s) ----\n%s", m.name, m.logPath, tail(m.logPath, 40))
+		if keep != "" {
+			dir := filepath.Join(keep, c.t.Name())
+			if b, err := os.ReadFile(m.logPath); err == nil && os.MkdirAll(dir, 0o755) == nil {
+				_ = os.WriteFile(filepath.Join(dir, m.name+".log"), b, 0o644)
+			}
+		}
 	}
 }
 
