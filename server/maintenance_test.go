@@ -53,10 +53,11 @@ func TestEtcdctl(t *testing.T) {
 		t.Skip("etcdctl not installed (apt-get install etcd-client)")
 	}
 	s := startServer(t, testConfig(t))
+	api := "3"
 	run := func(stdin string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--endpoints=" + s.Addr().String()}, args...)...)
-		cmd.Env = append(cmd.Environ(), "ETCDCTL_API=3")
+		cmd := exec.Command(bin, append([]string{"--endpoints=http://" + s.Addr().String()}, args...)...)
+		cmd.Env = append(cmd.Environ(), "ETCDCTL_API="+api)
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -84,6 +85,23 @@ func TestEtcdctl(t *testing.T) {
 	} {
 		if out := run(tt.stdin, tt.args...); !strings.Contains(out, tt.want) {
 			t.Errorf("etcdctl %s:\n%s\nwant it to contain %q", strings.Join(tt.args, " "), out, tt.want)
+		}
+	}
+	// etcdctl's v2 mode reads /v2/members, then uses the keys API.
+	api = "2"
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "/v2key", "a"}, "a\n"},
+		{[]string{"update", "/v2key", "b"}, "b\n"},
+		{[]string{"get", "/v2key"}, "b\n"},
+		{[]string{"set", "/v2key", "c", "--swap-with-value", "b"}, "c\n"},
+		{[]string{"member", "list"}, "name=strata"},
+		{[]string{"rm", "/v2key"}, "PrevNode.Value: c"},
+	} {
+		if out := run("", tt.args...); !strings.Contains(out, tt.want) {
+			t.Errorf("ETCDCTL_API=2 etcdctl %s:\n%s\nwant it to contain %q", strings.Join(tt.args, " "), out, tt.want)
 		}
 	}
 }

@@ -401,29 +401,48 @@ func (s *Server) v2FailErr(w http.ResponseWriter, key string, err error) {
 	s.v2Fail(w, code, key, err.Error())
 }
 
-// v2Members serves /v2/members, which etcd's v2 clients read first.
+// v2Member is a member in etcd's v2 members JSON.
+type v2Member struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+}
+
+// v2Members serves /v2/members, which etcd's v2 clients read first, and
+// /v2/members/leader.
 func (s *Server) v2Members(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	type member struct {
-		ID         string   `json:"id"`
-		Name       string   `json:"name"`
-		PeerURLs   []string `json:"peerURLs"`
-		ClientURLs []string `json:"clientURLs"`
-	}
-	out := struct {
-		Members []member `json:"members"`
-	}{Members: []member{}}
+	st := s.node.Status()
+	members := []v2Member{}
+	var leader *v2Member
 	for _, m := range s.node.Members() {
-		out.Members = append(out.Members, member{ID: strconv.FormatUint(m.ID, 16), Name: m.Name,
+		members = append(members, v2Member{ID: strconv.FormatUint(m.ID, 16), Name: m.Name,
 			PeerURLs: nonNil(m.PeerURLs), ClientURLs: nonNil(m.ClientURLs)})
+		if m.ID == st.Leader {
+			leader = &members[len(members)-1]
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Etcd-Cluster-Id", strconv.FormatUint(s.node.Status().ClusterID, 16))
-	_ = json.NewEncoder(w).Encode(out)
+	w.Header().Set("X-Etcd-Cluster-Id", strconv.FormatUint(st.ClusterID, 16))
+	switch r.URL.Path {
+	case "/v2/members", "/v2/members/":
+		_ = json.NewEncoder(w).Encode(struct {
+			Members []v2Member `json:"members"`
+		}{members})
+	case "/v2/members/leader":
+		if leader == nil {
+			http.Error(w, `{"message":"During Leader Election"}`, http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(leader)
+	default:
+		http.Error(w, `{"message":"Not found"}`, http.StatusNotFound)
+	}
 }
 
 func nonNil(s []string) []string {
