@@ -19,14 +19,21 @@
 // # Selecting the database
 //
 // Every command takes --config FILE (a TOML, YAML or JSON config.Config) or
-// --db DIR (config.Default with db_path = DIR). With both, --db overrides the
-// file's db_path. Only put and load create a database; the other commands
-// report a missing db_path rather than open a new, empty database there.
+// --db DIR alone: the configuration the database recorded at its last open
+// (config.RecordedConfig: db_paths, wal_dir, codecs, ...), or config.Default
+// with db_path = DIR for a new database. With both, --db overrides the file's
+// db_path. Only put and load create a database; the other commands report a
+// missing db_path rather than open a new, empty database there. get, scan
+// and stats open the database read-only (engine.Options.ReadOnly): nothing on
+// disk changes.
 //
 // # Loading
 //
 // "strata load FILE.jsonl" stores line i (counted from 0) under
 // workload.Key(i), entity:%08d, in batches committed in input order, so after
 // a crash or an error the entities present are always a prefix of the file,
-// and "load --resume" continues after the last one present.
+// and "load --resume" continues after the last one present. Before it exits,
+// load waits (with progress) until the compactions have brought L0 below
+// Pebble's compaction threshold (engine.DB.WaitForCompactions) and reports
+// the compaction debt left; --wait-compactions=false skips the wait.
 package admin
