@@ -339,29 +339,6 @@ func (db *DB) View(key []byte, fn func(value []byte) error) error {
 	return lookup(db.pdb, key, db.useL6Filters(), fn)
 }
 
-func view(r pebble.Reader, key []byte, fn func(value []byte) error) error {
-	v, closer, err := r.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	return errors.Join(fn(v), closer.Close())
-}
-
-func get(r pebble.Reader, key []byte) ([]byte, error) {
-	v, closer, err := r.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := append([]byte(nil), v...)
-	return out, closer.Close()
-}
-
 // ErrInvalidRange is returned for a key range whose start does not sort
 // before its end.
 var ErrInvalidRange = errors.New("engine: invalid range")
