@@ -149,12 +149,9 @@ func (a *applier) txn(index uint64, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if req.Failure, err = toOps(r.Failure); err != nil {
 		return nil, fmt.Errorf("failure: %w", err)
 	}
-	var res mvcc.TxnResponse
-	if index == 0 && readOnly(r) {
-		res, err = a.store.Txn(req) // a read served outside the log
-	} else {
-		res, err = a.store.Entry(index).Txn(req)
-	}
+	// A read-only txn with index 0 (served outside the log) is a read in
+	// mvcc: it takes no write lock.
+	res, err := a.store.Entry(index).Txn(req)
 	if err != nil {
 		return nil, err
 	}
