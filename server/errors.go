@@ -92,6 +92,7 @@ func toGRPC(err error) error {
 	return status.Error(codes.Internal, "etcdserver: "+err.Error())
 }
 
+// errorfValueTooLarge names the size and the limit of a value refused.
 func errorfValueTooLarge(n int, limit int64) error {
 	return fmt.Errorf("%w: %d bytes, server.max_value_bytes = %d", errValueTooLarge, n, limit)
 }

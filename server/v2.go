@@ -22,18 +22,17 @@ const v2KeysPrefix = "/v2/keys"
 
 // v2 error codes and messages (etcd's v2error package).
 const (
-	v2KeyNotFound   = 100
-	v2TestFailed    = 101
-	v2NotFile       = 102
-	v2NodeExist     = 105
-	v2PrevValueReq  = 201
-	v2IndexNaN      = 203
-	v2InvalidField  = 209
-	v2InvalidForm   = 210
-	v2RaftInternal  = 300
-	v2LeaderElect   = 301
-	v2EventCleared  = 401
-	v2TooLargeValue = 209
+	v2KeyNotFound  = 100
+	v2TestFailed   = 101
+	v2NotFile      = 102
+	v2NodeExist    = 105
+	v2PrevValueReq = 201
+	v2IndexNaN     = 203
+	v2InvalidField = 209
+	v2InvalidForm  = 210
+	v2RaftInternal = 300
+	v2LeaderElect  = 301
+	v2EventCleared = 401
 )
 
 var v2Messages = map[int]string{
