@@ -60,7 +60,8 @@ type wevent struct {
 // Watch returns a Watcher of key (end nil), of [key, end), or of every key
 // from key on (end "\x00"); an end at or before key is ErrEmptyWatchRange. It delivers every event from revision fromRev
 // on: those already in the past are read from storage, then live ones.
-// fromRev 0 means the next revision. As in etcd, fromRev may be the
+// fromRev 0 means the next revision; a negative one is ErrCompacted, as
+// etcd's store treats it. As in etcd, fromRev may be the
 // compacted revision itself (its events, deletions included, are kept);
 // below it Watch fails with ErrCompacted (see CompactRev for etcd's
 // compact_revision).
@@ -94,7 +95,11 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 	s.mu.RLock()
 	compacted := s.compactRev
 	s.mu.RUnlock()
-	if fromRev <= 0 {
+	if fromRev < 0 {
+		// etcd's store takes it as a revision below any compaction.
+		return nil, fmt.Errorf("%w: watch from %d", ErrCompacted, fromRev)
+	}
+	if fromRev == 0 {
 		fromRev = s.notified + 1
 	}
 	if fromRev < compacted {
