@@ -52,7 +52,10 @@ func TestCacheMetricsTellTheTruth(t *testing.T) {
 	cfg.BlockCacheSizeMB, cfg.MemtableSizeMB = 1, 16
 	db := mustOpen(t, cfg)
 	defer db.Close()
-	const n = 12000
+	n := 12000
+	if testing.Short() {
+		n = 5000
+	}
 	for i := range n {
 		mustPut(t, db, key(i), doc(i, 1000))
 	}

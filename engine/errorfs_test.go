@@ -103,11 +103,11 @@ func errorSweepConfig() *config.Config {
 
 // TestErrorInjectionSweep injects an I/O error at the n-th file system
 // operation of errorSweepWorkload, for every n up to the clean run's total
-// (every 40th of them under -short), WAL and MANIFEST writes excepted (see injectable): each run must succeed or
-// return an error (never panic or hang), and after reopening on the same
-// file system without injection every acknowledged synced write is
-// present in what a power cut after the run would leave (a crash clone:
-// synced data only). As Pebble's TestErrors.
+// (every fifteenth under -short), WAL and MANIFEST writes excepted (see
+// injectable): each run must succeed or return an error (never panic or
+// hang), and after reopening without injection every acknowledged synced
+// write is present in what a power cut after the run would leave (a crash
+// clone of the file system: synced data only). As Pebble's TestErrors.
 func TestErrorInjectionSweep(t *testing.T) {
 	var ops atomic.Int32
 	counting := errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -122,7 +122,7 @@ func TestErrorInjectionSweep(t *testing.T) {
 	total := int(ops.Load())
 	stride := 1
 	if testing.Short() {
-		stride = max(1, total/40)
+		stride = max(1, total/15)
 	}
 	t.Logf("%d file system operations in a clean run; injecting at every %d", total, stride)
 	failed, injectedSeen := 0, 0

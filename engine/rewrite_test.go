@@ -29,10 +29,10 @@ func TestCompactAllKeepsRacingWrites(t *testing.T) {
 // (the path that excises, whose protection this proves), else first by
 // Pebble's own compaction (touchAndCompact).
 func testCompactAllKeepsRacingWrites(t *testing.T, chunksOnly bool) {
-	const n, writers = 8000, 2
-	rounds := 3
+	const writers = 2
+	n, rounds := 8000, 3
 	if testing.Short() {
-		rounds = 2
+		n, rounds = 3000, 1
 	}
 	var retries, gated int64
 	for round := range rounds {
