@@ -33,7 +33,7 @@ func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	if !r.Serializable {
-		if err := s.node.ReadBarrier(ctx); err != nil {
+		if err := s.readBarrier(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -88,7 +88,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if readOnly(r) {
 		// As etcd: a txn without writes is a read, served here after a
 		// read barrier instead of through the log.
-		if err := k.s.node.ReadBarrier(ctx); err != nil {
+		if err := k.s.readBarrier(ctx); err != nil {
 			return nil, toGRPC(err)
 		}
 		resp, err := k.s.apply.txn(0, r)

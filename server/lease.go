@@ -207,7 +207,7 @@ func (ls *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest
 
 func (ls *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
 	s := ls.s
-	if err := s.node.ReadBarrier(ctx); err != nil {
+	if err := s.readBarrier(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
 	out := &pb.LeaseTimeToLiveResponse{Header: s.fill(nil), ID: r.ID, TTL: -1}
@@ -227,7 +227,7 @@ func (ls *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiv
 
 func (ls *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
 	s := ls.s
-	if err := s.node.ReadBarrier(ctx); err != nil {
+	if err := s.readBarrier(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
 	out := &pb.LeaseLeasesResponse{Header: s.fill(nil)}

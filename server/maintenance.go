@@ -61,7 +61,7 @@ func toPBMembers(s *Server) []*pb.Member {
 
 func (c *clusterServer) MemberList(ctx context.Context, r *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	if r.Linearizable {
-		if err := c.s.node.ReadBarrier(ctx); err != nil {
+		if err := c.s.readBarrier(ctx); err != nil {
 			return nil, toGRPC(err)
 		}
 	}

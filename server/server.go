@@ -200,9 +200,24 @@ func (s *Server) setServeErr(err error) {
 	}
 }
 
+// requestTimeout bounds a write or a read barrier whose client set no
+// deadline: etcd's request timeout, 5 s plus twice its 1 s election
+// timeout. Past it the client gets ErrGRPCTimeout (the outcome of a write
+// is then unknown, as in etcd). A variable so tests can shorten it.
+var requestTimeout = 7 * time.Second
+
+// readBarrier waits until a linearizable read may be served here.
+func (s *Server) readBarrier(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return s.node.ReadBarrier(ctx)
+}
+
 // propose sends a write through the apply path and returns its etcd
 // response or the error the command caused.
 func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	r.Header = &pb.RequestHeader{ID: s.reqID.Add(1)}
 	data, err := proto.Marshal(r)
 	if err != nil {

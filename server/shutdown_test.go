@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
@@ -134,4 +137,36 @@ func missingKeys(t *testing.T, cfg *config.Config, keys []string) []string {
 		}
 	}
 	return missing
+}
+
+// stuckNode never commits: a cluster that lost its quorum.
+type stuckNode struct{ cluster.Node }
+
+func (stuckNode) Propose(ctx context.Context, _ []byte) (any, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRequestTimeout: a write the apply path never commits answers etcd's
+// ErrGRPCTimeout after the request timeout, also when the client set no
+// deadline.
+func TestRequestTimeout(t *testing.T) {
+	old := requestTimeout
+	requestTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { requestTimeout = old })
+	s, err := Start(testConfig(t), Options{NewNode: func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
+		n, err := cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID})
+		return stuckNode{n}, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := newClient(t, s, nil)
+	// The client's own deadline is far later: the server's must answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "k", "v"); !errors.Is(err, rpctypes.ErrTimeout) {
+		t.Errorf("put that never commits: %v, want %v", err, rpctypes.ErrTimeout)
+	}
 }
