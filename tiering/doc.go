@@ -35,12 +35,23 @@
 //
 // # The mover
 //
-// After each flush and compaction the mover compares every table's level and
-// path with the plan and relocates the misplaced ones (a move compaction
-// changes a table's level without rewriting it; the plan shifts as the
-// database grows; db_paths may change between opens). A move copies, syncs,
-// renames into place, syncs the directory, switches the map and only then
-// removes the old copy; New cleans up after a crash at any step.
+// After each flush and compaction the background mover runs a lazy pass: it
+// drains directories no longer in db_paths and, from a path over its target
+// by more than one target file, moves the tables the plan no longer wants
+// there (a move compaction changes a table's level without rewriting it;
+// the plan shifts as the database grows; db_paths may change between
+// opens). Settle (which the engine's CompactAll runs last) moves every
+// table where the plan wants it. A move copies (paced by Options.MoveRate),
+// syncs, renames into place, syncs the directory, switches the map, points
+// open readers at the new copy and only then removes the old one; New
+// cleans up after a crash at any step.
+//
+// # A full device
+//
+// A table whose write returns ENOSPC continues in the next path with room
+// (its bytes so far copied there, its descriptor retargeted), as RocksDB
+// moves on to its next db_path; Pebble never sees the error while any path
+// has room.
 //
 // Metadata (MANIFEST, OPTIONS, LOCK, markers) stays in the directory given
 // to pebble.Open; the WAL goes wherever Options.WALDir says.
