@@ -25,13 +25,25 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // loadConfig returns the server's configuration: --config over the
-// server's defaults (sync = true), or those defaults with --db; --db and
-// --listen override the file.
+// server's defaults (sync = true), or, with --db alone, the engine
+// configuration recorded in the database (as the other commands use it)
+// with the server's defaults for sync and [server]; --db and --listen
+// override the file.
 func (o *serveOptions) loadConfig() (*config.Config, error) {
 	if err := o.global.Validate(); err != nil {
 		return nil, err
 	}
 	cfg := config.ServeDefault()
+	if o.global.configPath == "" {
+		rec, found, err := config.RecordedConfig(o.global.dbPath)
+		if err != nil {
+			return nil, fmt.Errorf("--db %s: %w", o.global.dbPath, err)
+		}
+		if found {
+			rec.Sync, rec.Server = cfg.Sync, cfg.Server
+			cfg = rec
+		}
+	}
 	if o.global.configPath != "" {
 		c, err := config.LoadServe(o.global.configPath)
 		if err != nil {
