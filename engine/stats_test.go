@@ -58,7 +58,7 @@ func TestStatsAndMetrics(t *testing.T) {
 	for _, f := range families {
 		names[f.GetName()] = true
 	}
-	for _, want := range []string{"strata_level_tables", "strata_block_cache_hits_total", "strata_wal_syncs_total", "strata_level_tables_by_codec"} {
+	for _, want := range []string{"strata_level_tables", "strata_block_cache_hits_total", "strata_wal_syncs_total", "strata_level_tables_by_codec", "strata_block_cache_capacity_bytes", "strata_block_cache_block_share_bytes", "strata_memtable_budget_bytes", "strata_memtable_reserved_bytes"} {
 		if !names[want] {
 			t.Errorf("collector lacks %s", want)
 		}
