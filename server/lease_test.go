@@ -60,6 +60,9 @@ func TestLease(t *testing.T) {
 // TestLeaseExpires grants the shortest lease etcd gives (Grant(1) is 2 s),
 // keeps a second one alive, and sees only the first one's key deleted.
 func TestLeaseExpires(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits seconds for a lease to expire; runs without -short")
+	}
 	s := startServer(t, testConfig(t))
 	c := newClient(t, s, nil)
 	ctx := testCtx(t)
@@ -132,6 +135,9 @@ func (n *followerNode) LeaderChanged() <-chan struct{} { return n.changed }
 // a lease (the leader does, through the log); once it becomes leader it
 // gives the lease a full TTL and then expires it.
 func TestLeaseExpiresOnlyOnLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits seconds for a lease to expire; runs without -short")
+	}
 	fn := &followerNode{changed: make(chan struct{}, 1)}
 	s, err := Start(testConfig(t), Options{NewNode: func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
 		n, err := cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID})
