@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -25,11 +27,18 @@ type IterOptions struct {
 type Iterator struct {
 	db *DB
 	it *pebble.Iterator
-	// mu orders the iterator's calls against DB.Close releasing it.
-	mu       sync.Mutex
-	released bool
-	err      error
+	// state orders the iterator's calls against DB.Close releasing it: a
+	// call moves it from iterIdle to iterBusy and back (two atomic
+	// operations, no lock on the scan path); release waits for iterIdle.
+	state atomic.Int32
+	err   error
 }
+
+const (
+	iterIdle int32 = iota
+	iterBusy
+	iterReleased
+)
 
 // NewIter returns an iterator over the latest state; opts may be nil.
 func (db *DB) NewIter(opts *IterOptions) (*Iterator, error) {
@@ -66,23 +75,29 @@ func pebbleIterOptions(opts *IterOptions) (*pebble.IterOptions, error) {
 	return po, nil
 }
 
-// release closes the Pebble iterator for DB.Close.
+// release closes the Pebble iterator for DB.Close, once no call of the
+// iterator's owner is running.
 func (i *Iterator) release() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if !i.released {
-		i.released = true
-		i.err = errors.Join(ErrClosed, i.it.Close())
+	for !i.state.CompareAndSwap(iterIdle, iterReleased) {
+		if i.state.Load() == iterReleased {
+			return
+		}
+		runtime.Gosched()
 	}
+	i.err = errors.Join(ErrClosed, i.it.Close())
 }
 
-// move runs a positioning call unless the DB released the iterator.
+// begin starts a call; false once the iterator is released.
+func (i *Iterator) begin() bool { return i.state.CompareAndSwap(iterIdle, iterBusy) }
+
+func (i *Iterator) end() { i.state.Store(iterIdle) }
+
+// move runs a positioning call unless the iterator was released.
 func (i *Iterator) move(f func(*pebble.Iterator) bool) bool {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.released {
+	if !i.begin() {
 		return false
 	}
+	defer i.end()
 	return f(i.it)
 }
 
@@ -103,7 +118,14 @@ func (i *Iterator) SeekLT(key []byte) bool {
 }
 
 // Next moves forward one key.
-func (i *Iterator) Next() bool { return i.move((*pebble.Iterator).Next) }
+func (i *Iterator) Next() bool {
+	if !i.begin() {
+		return false
+	}
+	ok := i.it.Next()
+	i.end()
+	return ok
+}
 
 // Prev moves back one key.
 func (i *Iterator) Prev() bool { return i.move((*pebble.Iterator).Prev) }
@@ -113,45 +135,43 @@ func (i *Iterator) Valid() bool { return i.move((*pebble.Iterator).Valid) }
 
 // Key returns the current key; valid until the next positioning call.
 func (i *Iterator) Key() []byte {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.released {
+	if !i.begin() {
 		return nil
 	}
-	return i.it.Key()
+	k := i.it.Key()
+	i.end()
+	return k
 }
 
 // Value returns the current value; valid until the next positioning call.
 func (i *Iterator) Value() []byte {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.released {
+	if !i.begin() {
 		return nil
 	}
-	return i.it.Value()
+	v := i.it.Value()
+	i.end()
+	return v
 }
 
 // Error returns the error that stopped the iteration, if any.
 func (i *Iterator) Error() error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.released {
+	if !i.begin() {
 		return i.err
 	}
+	defer i.end()
 	return i.it.Error()
 }
 
-// Close releases the iterator and returns its error, if any.
+// Close releases the iterator and returns its error, if any. After
+// DB.Close it returns nil: the DB released it.
 func (i *Iterator) Close() error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.released {
-		if i.err != nil && !errors.Is(i.err, ErrClosed) {
-			return i.err
-		}
-		return nil
+	if err := i.db.enterOp(); err != nil {
+		return nil // DB.Close released it, or will
 	}
-	i.released = true
+	defer i.db.leaveOp()
+	if !i.state.CompareAndSwap(iterIdle, iterReleased) {
+		return nil // closed already
+	}
 	i.db.untrack(i)
 	return i.it.Close()
 }
