@@ -402,6 +402,9 @@ func planCandidates(base *config.Config) []Candidate {
 		for _, block := range recommendBottomBlocks {
 			s := b
 			s.Default, s.Bottommost, s.BottommostBlockSize = above, fmt.Sprintf("zstd:%d", level), block
+			if sameCodec(base, s.Bottommost, b.Bottommost) {
+				s.Bottommost = b.Bottommost // the base's spelling: "zstd", not "zstd:3"
+			}
 			plan(s, "bottom")
 		}
 	}
@@ -418,12 +421,27 @@ func planCandidates(base *config.Config) []Candidate {
 	return out
 }
 
-// SampleCacheMB is the block cache recommend's runs use for a sample of raw
-// key+value bytes: an eighth of them, at least 1 MB. The sample's database
-// is then larger than its cache, as a production database usually is, so
-// the reads pay for block size and codec as they would there; a sample
-// that fits its cache would favour large blocks. The recommended config
-// keeps the base's block_cache_size_mb.
+// sameCodec reports whether two codec names store the same under cfg's
+// zstd_level.
+func sameCodec(cfg *config.Config, a, b string) bool {
+	x, y := cfg.Clone(), cfg.Clone()
+	x.CompressionBottommost, y.CompressionBottommost = a, b
+	_, xb, errx := x.Codecs()
+	_, yb, erry := y.Codecs()
+	return errx == nil && erry == nil && explicit(xb) == explicit(yb)
+}
+
+// SampleCacheMB is the block_cache_size_mb recommend's runs use for a
+// sample of raw key+value bytes: an eighth of them, at least 1 MB, meant to
+// keep the sample's database larger than its cache, as a production
+// database usually is. Known limit: the engine sizes Pebble's cache as
+// block_cache_size_mb plus the memtable budget (engine/options.go,
+// pebbleCacheBytes), and while memtables are small after a reopen that
+// budget holds blocks too, so with the base's memtable_size_mb the
+// sample's blocks fit: each read pass starts cold (a reopen) and
+// decompresses every block once, but not once per read, which favours
+// large blocks less than a production cache miss rate would. The
+// recommended config keeps the base's block_cache_size_mb.
 func SampleCacheMB(raw int64) int64 { return max(1, raw/8/MiB) }
 
 // settingName returns "lz4 / zstd, 4 KB / 32 KB, bloom 10".
@@ -693,7 +711,7 @@ func (res *RecommendResult) Table() *report.Table {
 	}
 	t.Notes = []string{
 		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s of the `tune compression` measurement; each timed phase repeats until it has run %s.", res.Source, mib(res.RawBytes), runs, res.MinTime),
-		fmt.Sprintf("MB = MiB. Read: present keys after the full compaction, with a %d MB block cache, smaller than the sample's database as production caches are (the recommended config keeps the base's block_cache_size_mb). Absent: one read of an absent key per key, after the flush, against tables in L0-L5 (where every Get consults the bloom filters). MB/CPU-s: bytes per CPU-second of the process, all threads. Write: the puts and the flush; Ingest: the same bytes / time of the write and the full compaction (Compact), which is what a slower bottommost codec costs: the goals' write bound and score use Ingest.", SampleCacheMB(res.RawBytes)),
+		fmt.Sprintf("MB = MiB. Read: present keys after the full compaction and a reopen (cold cache), block_cache_size_mb = %d (the recommended config keeps the base's; see tune.SampleCacheMB for why the sample's blocks still fit). Absent: one read of an absent key per key, after the flush, against tables in L0-L5 (where every Get consults the bloom filters). MB/CPU-s: bytes per CPU-second of the process, all threads. Write: the puts and the flush; Ingest: the same bytes / time of the write and the full compaction (Compact), which is what a slower bottommost codec costs: the goals' write bound and score use Ingest.", SampleCacheMB(res.RawBytes)),
 		fmt.Sprintf("Goal %s: %s. Every goal: fewer bloom bits than the base only when absent reads were measured in L0-L5 and stay within %.0f%% of the base's; no compression at all only when the base stores less than %.2fx.", res.Goal, goalRule(res.Goal, res.Bounds), res.Bounds.MaxReadLoss*100, IncompressibleRatio),
 		fmt.Sprintf("X vs base: %s.", vs),
 		fmt.Sprintf("Among the candidates within bounds, scores within %.0f%% of the best (size: %.0f%%) count as equal, and the one changing the fewest keys of the base wins. Pareto: no other candidate is as small, as fast to ingest and as fast to read, and better on one.", MinGain*100, SizeTie*100),

@@ -245,3 +245,15 @@ func TestBoundsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanKeepsBaseSpelling: a candidate storing the base's bottommost
+// codec keeps the base's spelling, so the recommended TOML does not list
+// "zstd:3" as a change from "zstd".
+func TestPlanKeepsBaseSpelling(t *testing.T) {
+	base := config.Default()
+	for _, c := range planCandidates(base) {
+		if c.Bottommost == "zstd:3" {
+			t.Errorf("%s (%s) spells the base's zstd as zstd:3", c.Name, c.Varied)
+		}
+	}
+}
