@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/stratadb/strata/config"
@@ -35,6 +39,12 @@ func RaftConfigFrom(cfg *config.Config) (RaftConfig, error) {
 		// a small snapshot_entries keeps proportionally fewer.
 		CatchUpEntries: uint64(max(1, min(5000, c.SnapshotEntries/2))),
 	}
+	if c.PeerCertFile != "" {
+		var err error
+		if rc.PeerServerTLS, rc.PeerClientTLS, err = PeerTLS(c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile); err != nil {
+			return rc, err
+		}
+	}
 	for _, m := range c.Members {
 		mc := MemberConfig{Name: m.Name, PeerURLs: []string{m.PeerURL}}
 		if m.ClientURL != "" {
@@ -43,4 +53,30 @@ func RaftConfigFrom(cfg *config.Config) (RaftConfig, error) {
 		rc.Members = append(rc.Members, mc)
 	}
 	return rc, rc.validate()
+}
+
+// PeerTLS loads a member's peer certificate and key and, if caFile is set,
+// the CAs of its peers: the server side then requires and verifies the
+// connecting member's certificate, and the client side verifies the
+// peer's against them (etcd's --peer-client-cert-auth).
+func PeerTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: peer_cert_file = %q, peer_key_file = %q: %w", certFile, keyFile, err)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cluster: peer_trusted_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("cluster: peer_trusted_ca_file = %q: no PEM certificate in it", caFile)
+		}
+		server.ClientCAs, server.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		client.RootCAs = pool
+	}
+	return server, client, nil
 }

@@ -131,6 +131,12 @@ func freeAddr(t testing.TB) string {
 }
 
 func newTestCluster(t testing.TB, size int, tune func(*RaftConfig)) *testCluster {
+	return newTestClusterScheme(t, size, tune, "http")
+}
+
+// newTestClusterScheme is newTestCluster with peer URLs of scheme (https
+// for peer TLS, which tune sets up).
+func newTestClusterScheme(t testing.TB, size int, tune func(*RaftConfig), scheme string) *testCluster {
 	c := &testCluster{t: t, dir: t.TempDir(), tune: tune, log: &testLogger{t: t, done: !testing.Verbose()}}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
@@ -143,7 +149,7 @@ func newTestCluster(t testing.TB, size int, tune func(*RaftConfig)) *testCluster
 		c.log.mu.Unlock()
 	})
 	for i := range size {
-		c.members = append(c.members, MemberConfig{Name: fmt.Sprintf("s%d", i+1), PeerURLs: []string{"http://" + freeAddr(t)}, ClientURLs: []string{fmt.Sprintf("http://127.0.0.1:%d", 12379+i)}})
+		c.members = append(c.members, MemberConfig{Name: fmt.Sprintf("s%d", i+1), PeerURLs: []string{scheme + "://" + freeAddr(t)}, ClientURLs: []string{fmt.Sprintf("http://127.0.0.1:%d", 12379+i)}})
 	}
 	c.nodes = make([]Node, size)
 	c.sms = make([]*kvSM, size)
@@ -170,7 +176,7 @@ func (c *testCluster) config(i int, join bool) RaftConfig {
 	cfg := RaftConfig{
 		Name:            c.members[i].Name,
 		Dir:             filepath.Join(c.dir, c.members[i].Name),
-		ListenPeer:      strings.TrimPrefix(c.members[i].PeerURLs[0], "http://"),
+		ListenPeer:      c.members[i].PeerURLs[0][strings.Index(c.members[i].PeerURLs[0], "://")+3:],
 		Members:         c.members,
 		Join:            join,
 		TickInterval:    20 * time.Millisecond,

@@ -68,6 +68,21 @@ type ClusterConfig struct {
 	// slightly behind (etcd's --snapshot-count). 1..100000000. The default
 	// value is 10000.
 	SnapshotEntries int64 `toml:"snapshot_entries" yaml:"snapshot_entries" json:"snapshot_entries"`
+
+	// PeerCertFile and PeerKeyFile are this member's PEM certificate and
+	// key for peer traffic: with both set, it serves its peer port over
+	// TLS and presents the certificate to the peers it dials (etcd's
+	// --peer-cert-file, --peer-key-file). Peer URLs are then https://.
+	// Both or neither. The default value is "" (plain HTTP).
+	PeerCertFile string `toml:"peer_cert_file" yaml:"peer_cert_file" json:"peer_cert_file"`
+	// PeerKeyFile: see PeerCertFile. The default value is "".
+	PeerKeyFile string `toml:"peer_key_file" yaml:"peer_key_file" json:"peer_key_file"`
+	// PeerTrustedCAFile is a PEM bundle of the CAs that sign the members'
+	// peer certificates: peers' certificates are verified against it, and
+	// a peer connecting must present one (etcd's --peer-trusted-ca-file
+	// with --peer-client-cert-auth). Requires peer_cert_file. The default
+	// value is "" (the system's roots; no client certificates asked).
+	PeerTrustedCAFile string `toml:"peer_trusted_ca_file" yaml:"peer_trusted_ca_file" json:"peer_trusted_ca_file"`
 }
 
 // ClusterMember is one [[cluster.members]] entry.
@@ -105,6 +120,16 @@ func (c *ClusterConfig) validate(v *validator) {
 		v.add("cluster.election_timeout_ms", c.ElectionTimeoutMS, fmt.Sprintf("must be from 5 heartbeat intervals (%d) to 100000", 5*c.HeartbeatIntervalMS))
 	}
 	v.between("cluster.snapshot_entries", c.SnapshotEntries, 1, 100000000)
+	if (c.PeerCertFile == "") != (c.PeerKeyFile == "") {
+		if c.PeerCertFile == "" {
+			v.add("cluster.peer_cert_file", c.PeerCertFile, "must be set when cluster.peer_key_file is set (TLS needs both)")
+		} else {
+			v.add("cluster.peer_key_file", c.PeerKeyFile, "must be set when cluster.peer_cert_file is set (TLS needs both)")
+		}
+	}
+	if c.PeerTrustedCAFile != "" && c.PeerCertFile == "" {
+		v.add("cluster.peer_trusted_ca_file", c.PeerTrustedCAFile, "requires cluster.peer_cert_file and cluster.peer_key_file: peers are verified over TLS")
+	}
 	if !c.Enabled() {
 		return
 	}

@@ -59,6 +59,7 @@ client_url = "http://127.0.0.1"
 	c := Default()
 	c.Cluster = ClusterConfig{
 		Name: "s9", ListenPeer: "nohost", HeartbeatIntervalMS: 100, ElectionTimeoutMS: 200, SnapshotEntries: 0,
+		PeerCertFile: "/etc/strata/peer.pem",
 		Members: []ClusterMember{
 			{Name: "s1", PeerURL: "http://127.0.0.1:2380", ClientURL: "http://127.0.0.1:2379"},
 			{Name: "s1", PeerURL: "http://127.0.0.1:2380", ClientURL: "http://127.0.0.1"},
@@ -76,6 +77,7 @@ client_url = "http://127.0.0.1"
 		`cluster.members[1].peer_url = "http://127.0.0.1:2380": also the peer_url of member s1`,
 		`cluster.members[1].client_url = "http://127.0.0.1": must be http://host:port`,
 		`cluster.name = "s9": must be the name of one of cluster.members`,
+		`cluster.peer_key_file = "": must be set when cluster.peer_cert_file is set`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
