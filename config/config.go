@@ -90,9 +90,10 @@ type Config struct {
 	// Strata uses that to give the cold bottommost level, where most data
 	// lives and zstd runs, larger blocks that compress better, while L0-L5
 	// keep block_size for hot reads. On the THEMIS guide's data (10,000
-	// JSON entities of ~2 KB) zstd stores 1.85x with 4 KB blocks and 2.2x
-	// with 32 KB at the same point-read speed (docs/benchmarks.md). 0 or
-	// 1 KiB..1 MiB. The default value is 32768.
+	// JSON entities of ~2 KB) lz4 above zstd stores 1.83x with 4 KB blocks
+	// and 2.38x with 32 KB at the same point-read speed (RocksDB's
+	// defaults: 1.89x; docs/benchmarks.md). 0 or 1 KiB..1 MiB. The default
+	// value is 32768.
 	BottommostBlockSize int `toml:"bottommost_block_size" yaml:"bottommost_block_size" json:"bottommost_block_size"`
 
 	// BlockCacheSizeMB is the size of the shared block cache in MB, holding
