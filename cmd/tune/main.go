@@ -68,7 +68,8 @@ output (--format table, markdown, json or csv), progress to standard error.`,
   tune options --config strata.toml > OPTIONS-rocksdb
   tune options --db data/strata
   tune import OPTIONS-000042 > strata.toml
-  tune recommend --input entities.jsonl --goal balanced --out strata.toml
+  tune recommend --input entities.jsonl --goal size --out strata.toml --plot tradeoff.svg
+  tune compression --configs default,strata.toml --baseline --repeat 5
   tune doctor --config strata.toml --input entities.jsonl
   tune memory --format markdown                     # etcd's storage memory tables`,
 		SilenceErrors: true,
