@@ -29,7 +29,7 @@ type TradeoffPoint struct {
 // The legend's names of the marks, which tests look for in the SVG.
 const (
 	legendCandidates = "measured configs"
-	legendPareto     = "Pareto frontier (size, write, read)"
+	legendPareto     = "Pareto frontier (size and both speeds)"
 	legendFrontier   = "frontier of this panel"
 	legendChosen     = "chosen: "
 	legendBase       = "base config"
