@@ -36,6 +36,9 @@ import (
 	"github.com/stratadb/strata/wal"
 )
 
+// testPebbleOptions, set only by tests, adjusts the Pebble options at Open.
+var testPebbleOptions func(*pebble.Options)
+
 // ErrNotFound is returned by Get when the key is absent.
 var ErrNotFound = errors.New("engine: not found")
 
@@ -159,6 +162,9 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	db := &DB{cfg: cfg, fs: fs, logger: o.Logger, popts: popts, notes: cfg.Notes(), guard: newWriteGuard(), readOnly: o.ReadOnly}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	popts.ReadOnly = o.ReadOnly
+	if testPebbleOptions != nil {
+		testPebbleOptions(popts)
+	}
 	for l := range db.codecs {
 		db.codecs[l], _ = cfg.LevelCodec(l) // validated above
 	}
