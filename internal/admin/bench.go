@@ -34,6 +34,8 @@ each with a fresh temporary data directory, loads them and prints a table.
 
 Needs hey and etcd 3.4 (Debian: apt-get install hey etcd-server) and, for
 etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
+		Example: `  strata bench qps --passes 3 --format markdown
+  strata bench memory --servers strata,etcd34,etcd37`,
 	}
 	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand())
 	return cmd
