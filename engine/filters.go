@@ -55,6 +55,12 @@ func lookup(r pebble.Reader, key []byte, l6Filters bool, fn func(value []byte) e
 	if err != nil {
 		return err
 	}
+	return seekPoint(it, key, fn)
+}
+
+// seekPoint finds key with a prefix seek on it, calls fn with its value or
+// returns ErrNotFound, and closes it.
+func seekPoint(it *pebble.Iterator, key []byte, fn func(value []byte) error) error {
 	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
 		if err := it.Close(); err != nil {
 			return err

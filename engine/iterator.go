@@ -243,17 +243,7 @@ func (s *Snapshot) View(key []byte, fn func(value []byte) error) error {
 	if err != nil {
 		return err
 	}
-	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
-		if err := it.Close(); err != nil {
-			return err
-		}
-		return ErrNotFound
-	}
-	v, err := it.ValueAndErr()
-	if err != nil {
-		return errors.Join(err, it.Close())
-	}
-	return errors.Join(fn(v), it.Close())
+	return seekPoint(it, key, fn)
 }
 
 // NewIter returns an iterator over the snapshot; opts may be nil.
