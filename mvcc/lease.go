@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -190,7 +191,7 @@ func (s *Store) Leases() []Lease {
 	for id := range s.leases.byID {
 		out = append(out, s.leaseLocked(id))
 	}
-	slices.SortFunc(out, func(a, b Lease) int { return cmpInt(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Lease) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -211,29 +212,29 @@ func (m *model) apply(ops []Op) []OpResponse {
 // compare evaluates a compare on the model's latest revision.
 func (m *model) compare(c Compare) bool {
 	kv, live := m.get(string(c.Key), m.rev)
-	var cmp int
+	var order int
 	switch c.Target {
 	case CompareValue:
 		if !live {
 			return false
 		}
-		cmp = bytes.Compare(kv.Value, c.Value)
+		order = bytes.Compare(kv.Value, c.Value)
 	case CompareVersion:
-		cmp = cmpInt(kv.Version, c.Rev)
+		order = cmp.Compare(kv.Version, c.Rev)
 	case CompareCreateRevision:
-		cmp = cmpInt(kv.CreateRevision, c.Rev)
+		order = cmp.Compare(kv.CreateRevision, c.Rev)
 	case CompareModRevision:
-		cmp = cmpInt(kv.ModRevision, c.Rev)
+		order = cmp.Compare(kv.ModRevision, c.Rev)
 	}
 	switch c.Result {
 	case Equal:
-		return cmp == 0
+		return order == 0
 	case NotEqual:
-		return cmp != 0
+		return order != 0
 	case Less:
-		return cmp < 0
+		return order < 0
 	}
-	return cmp > 0
+	return order > 0
 }
 
 func fmtKVs(kvs []KeyValue) string {

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -323,38 +324,28 @@ func (s *Store) compare(cs []Compare, rev int64, fetch func(keyindex.Revision) (
 
 // compareHolds applies one compare to one key's version.
 func compareHolds(c Compare, kv KeyValue) bool {
-	var cmp int
+	var order int
 	switch c.Target {
 	case CompareValue:
-		cmp = bytes.Compare(kv.Value, c.Value)
+		order = bytes.Compare(kv.Value, c.Value)
 	case CompareVersion:
-		cmp = cmpInt(kv.Version, c.Rev)
+		order = cmp.Compare(kv.Version, c.Rev)
 	case CompareCreateRevision:
-		cmp = cmpInt(kv.CreateRevision, c.Rev)
+		order = cmp.Compare(kv.CreateRevision, c.Rev)
 	case CompareModRevision:
-		cmp = cmpInt(kv.ModRevision, c.Rev)
+		order = cmp.Compare(kv.ModRevision, c.Rev)
 	case CompareLease:
-		cmp = cmpInt(kv.Lease, c.Rev)
+		order = cmp.Compare(kv.Lease, c.Rev)
 	}
 	switch c.Result {
 	case Equal:
-		return cmp == 0
+		return order == 0
 	case NotEqual:
-		return cmp != 0
+		return order != 0
 	case Less:
-		return cmp < 0
+		return order < 0
 	}
-	return cmp > 0
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return order > 0
 }
 
 // checkTxn validates a request before anything is read or written.

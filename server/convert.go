@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -107,23 +108,13 @@ func rangeResponse(r *pb.RangeRequest, res mvcc.RangeResult) *pb.RangeResponse {
 func sortCompare(t pb.RangeRequest_SortTarget) func(a, b mvcc.KeyValue) int {
 	switch t {
 	case pb.RangeRequest_VERSION:
-		return func(a, b mvcc.KeyValue) int { return cmpInt64(a.Version, b.Version) }
+		return func(a, b mvcc.KeyValue) int { return cmp.Compare(a.Version, b.Version) }
 	case pb.RangeRequest_CREATE:
-		return func(a, b mvcc.KeyValue) int { return cmpInt64(a.CreateRevision, b.CreateRevision) }
+		return func(a, b mvcc.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) }
 	case pb.RangeRequest_MOD:
-		return func(a, b mvcc.KeyValue) int { return cmpInt64(a.ModRevision, b.ModRevision) }
+		return func(a, b mvcc.KeyValue) int { return cmp.Compare(a.ModRevision, b.ModRevision) }
 	case pb.RangeRequest_VALUE:
 		return func(a, b mvcc.KeyValue) int { return bytes.Compare(a.Value, b.Value) }
 	}
 	return func(a, b mvcc.KeyValue) int { return bytes.Compare(a.Key, b.Key) }
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
