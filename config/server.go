@@ -53,7 +53,31 @@ type ServerConfig struct {
 	// within it (see ApplyMemoryBudget and docs/server.md). 0 keeps the
 	// engine keys as written. 0..1048576. The default value is 32.
 	MemoryBudgetMB int64 `toml:"memory_budget_mb" yaml:"memory_budget_mb" json:"memory_budget_mb"`
+
+	// GoMemoryLimitMB is the soft limit of the Go runtime's memory, in MB
+	// (runtime/debug.SetMemoryLimit), which `strata serve` sets at start so
+	// that the garbage collector returns the heap it does not need instead of
+	// keeping GOGC=100's headroom (as much again as the live heap, most of
+	// it the mvcc key index). 0 is automatic: a limit that follows the live
+	// heap, AutoGoMemoryLimitFloorMB or the runtime's memory outside the
+	// heap plus the live heap plus a quarter plus AutoGoMemoryLimitSlackMB,
+	// whichever is larger, so the collector never fights a key index that
+	// outgrew a fixed number (see docs/server.md).
+	// -1 leaves the runtime's limit alone (GOMEMLIMIT, if set). Pebble's
+	// memtables and block cache are outside the Go heap (memory_budget_mb
+	// bounds them). -1..1048576. The default value is 0.
+	GoMemoryLimitMB int64 `toml:"go_memory_limit_mb" yaml:"go_memory_limit_mb" json:"go_memory_limit_mb"`
 }
+
+// AutoGoMemoryLimitFloorMB and AutoGoMemoryLimitSlackMB shape the automatic
+// Go memory limit (go_memory_limit_mb = 0): never below the floor, so that a
+// small server collects no more often than GOGC=100 makes it, and the live
+// heap plus a quarter plus the slack above it, so that a large key index
+// keeps a quarter of headroom rather than a whole one.
+const (
+	AutoGoMemoryLimitFloorMB = 24
+	AutoGoMemoryLimitSlackMB = 8
+)
 
 // MaxValueBytesLimit is the largest max_value_bytes: the mvcc store's
 // MaxValueSize (a server test checks they agree; config sits below mvcc).
@@ -123,6 +147,7 @@ func (s *ServerConfig) validate(v *validator) {
 	}
 	v.between("server.max_concurrent_streams", s.MaxConcurrentStreams, 1, 1<<32-1)
 	v.between("server.memory_budget_mb", s.MemoryBudgetMB, 0, 1<<20)
+	v.between("server.go_memory_limit_mb", s.GoMemoryLimitMB, -1, 1<<20)
 }
 
 // checkListen requires host:port with a numeric port.

@@ -46,6 +46,7 @@ func TestServerSectionErrors(t *testing.T) {
 		{"[server]\ncert_file = \"c.pem\"\n", "server.key_file = \"\": must be set when server.cert_file is set"},
 		{"[server]\nclient_ca_file = \"ca.pem\"\n", "server.client_ca_file = \"ca.pem\": requires server.cert_file"},
 		{"[server]\nmax_concurrent_streams = 0\n", "server.max_concurrent_streams = 0: must be from 1 to 4294967295"},
+		{"[server]\ngo_memory_limit_mb = -2\n", "server.go_memory_limit_mb = -2: must be from -1 to 1048576"},
 	} {
 		_, err := Parse([]byte(tt.file), "toml")
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -87,6 +87,7 @@ in flight and closes the database. See docs/server.md.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			goLimit := applyGoMemoryLimit(ctx, cfg.Server)
 			began := time.Now()
 			srv, err := server.Start(cfg, server.Options{Logger: g.logger(cmd)})
 			if err != nil {
@@ -99,9 +100,9 @@ in flight and closes the database. See docs/server.md.`,
 			eff := cfg.Clone()
 			eff.ApplyMemoryBudget()
 			out := cmd.OutOrStdout()
-			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, sync %v, memtable %d MB x %d, block cache %d MB; started in %s)\n",
+			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, sync %v, memtable %d MB x %d, block cache %d MB, Go memory limit %s; started in %s)\n",
 				scheme, srv.Addr(), cfg.DBPath, cfg.Sync, eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
-				formatElapsed(time.Since(began))); err != nil {
+				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), formatElapsed(time.Since(began))); err != nil {
 				_ = srv.Close()
 				return err
 			}

@@ -1,0 +1,125 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratadb/strata/config"
+)
+
+// lockedBuffer is a bytes.Buffer the serve command writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serveAndReadGoMemoryLimit runs `strata serve` in-process with the
+// [server] lines given, reads the Go memory limit once it serves, and
+// stops it. It returns the limit and the startup output.
+func serveAndReadGoMemoryLimit(t *testing.T, serverLines string) (int64, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "strata.toml")
+	file := fmt.Sprintf("db_path = %q\n[server]\nlisten = \"127.0.0.1:0\"\n%s\n", filepath.Join(dir, "db"), serverLines)
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := NewRootCommand()
+	var out, errb lockedBuffer
+	root.SetArgs([]string{"serve", "--config", path})
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "serving etcd") {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended before serving: %v (stderr %q)", err, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start in 30 s (stdout %q, stderr %q)", out.String(), errb.String())
+		}
+	}
+	limit := debug.SetMemoryLimit(-1)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v (stderr %q)", err, errb.String())
+	}
+	return limit, out.String()
+}
+
+// TestServeAppliesGoMemoryLimit checks that serve sets the Go runtime's
+// soft memory limit from [server] go_memory_limit_mb: a fixed number as
+// written, -1 not at all, and the automatic limit (0, the default) at
+// least its floor, the line saying which.
+func TestServeAppliesGoMemoryLimit(t *testing.T) {
+	orig := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+
+	debug.SetMemoryLimit(orig)
+	limit, out := serveAndReadGoMemoryLimit(t, "go_memory_limit_mb = 48")
+	if limit != 48<<20 {
+		t.Errorf("go_memory_limit_mb = 48: Go memory limit %d, want %d", limit, int64(48<<20))
+	}
+	if !strings.Contains(out, "Go memory limit 48 MB") {
+		t.Errorf("startup line does not name the limit: %q", out)
+	}
+
+	debug.SetMemoryLimit(orig)
+	limit, out = serveAndReadGoMemoryLimit(t, "")
+	if floor := int64(config.AutoGoMemoryLimitFloorMB << 20); limit < floor || limit == orig {
+		t.Errorf("automatic: Go memory limit %d, want at least %d (and not the runtime's %d)", limit, floor, orig)
+	}
+	if !strings.Contains(out, "Go memory limit automatic (") {
+		t.Errorf("startup line does not say automatic: %q", out)
+	}
+
+	debug.SetMemoryLimit(orig)
+	if limit, _ = serveAndReadGoMemoryLimit(t, "go_memory_limit_mb = -1"); limit != orig {
+		t.Errorf("go_memory_limit_mb = -1: Go memory limit %d, want the runtime's %d unchanged", limit, orig)
+	}
+}
+
+// TestAutoGoMemoryLimitFollowsLiveHeap checks that the automatic limit
+// grows with the live heap (a key index bigger than the floor gets its
+// quarter of headroom, not a limit the collector would fight).
+func TestAutoGoMemoryLimitFollowsLiveHeap(t *testing.T) {
+	samples := goMemorySamples()
+	before := autoGoMemoryLimit(samples)
+	live := make([][]byte, 0, 128)
+	for range 128 {
+		live = append(live, make([]byte, 1<<20))
+	}
+	runtime.GC()
+	after := autoGoMemoryLimit(samples)
+	if want := int64(len(live)) << 20; after < want+want/4 || after <= before {
+		t.Errorf("with %d MB more live heap the limit is %d MB (before %d MB), want at least %d MB", len(live), after>>20, before>>20, (want+want/4)>>20)
+	}
+	live[0][0] = 1 // keep live reachable past the reading
+}
