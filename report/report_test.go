@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// seedTable is the seed's compression table, with a note.
+// seedTable is the THEMIS RocksDB tuning guide's compression table, with
+// a note.
 func seedTable() *Table {
 	return &Table{
 		Columns: []Column{

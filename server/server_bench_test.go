@@ -12,7 +12,7 @@ import (
 )
 
 // The server's request paths over loopback with real clients, 64 at a
-// time (the seed QPS table's middle row): go test ./server -run ^$
+// time (the middle row of etcd v2.1's QPS benchmark): go test ./server -run ^$
 // -bench . -benchtime 5000x. Writes are fsynced (sync = true).
 
 func benchServer(b *testing.B) *Server {

@@ -107,7 +107,7 @@ func newCompressionCommand(g *globalOptions) *cobra.Command {
 	o := &compressionOptions{global: g}
 	cmd := &cobra.Command{
 		Use:   "compression",
-		Short: "Measure size and speed of compression profiles (the seed's table)",
+		Short: "Measure size and speed of compression profiles (the THEMIS RocksDB tuning guide's table)",
 		Long: `compression writes the same data into a fresh database per profile
 (compression_default / compression_bottommost), flushes, compacts everything
 (a real rewrite, so the bottommost codec applies), measures, then reads every

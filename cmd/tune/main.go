@@ -1,7 +1,8 @@
 // Command tune measures Strata configurations on the user's machine and
-// helps choose one: it reproduces the seed's compression table (compression),
-// measures the raw block codecs (codecs), prints and imports RocksDB-format
-// OPTIONS files (options, import), recommends a config for a goal
+// helps choose one: it reproduces the compression table of the THEMIS
+// RocksDB tuning guide (compression), measures the raw block codecs
+// (codecs), prints and imports RocksDB-format OPTIONS files (options,
+// import), recommends a config for a goal
 // (recommend), diagnoses an existing database (doctor) and reproduces etcd's
 // storage memory tables for the mvcc key index and store (memory). Run "tune
 // help" for the commands and their examples.
@@ -61,7 +62,7 @@ func newRootCommand() *cobra.Command {
 
 Sizes and speeds are in MB = MiB = 1,048,576 bytes. Results go to standard
 output (--format table, markdown, json or csv), progress to standard error.`,
-		Example: `  tune compression                                  # the seed's table: 10000 x 2 KB, four profiles
+		Example: `  tune compression                                  # the THEMIS guide's table: 10000 x 2 KB, four profiles
   tune compression --repeat 3 --baseline --format markdown
   tune compression --input entities.jsonl --profiles lz4/zstd,zstd:1/zstd:6
   tune codecs --block-size 32768

@@ -27,13 +27,13 @@ type memoryOptions struct {
 	parsed tune.MemoryOptions // set by Validate
 }
 
-// oneRowFlags select one row instead of the seed's.
+// oneRowFlags select one row instead of the rows of etcd's storage memory benchmark.
 var oneRowFlags = []string{"keys", "versions", "key-size", "value-size"}
 
 // AddFlags registers memory's flags.
 func (o *memoryOptions) AddFlags(fs *pflag.FlagSet) {
 	o.fs = fs
-	fs.IntVar(&o.keys, "keys", tune.DefaultMemoryKeys, "measure one row of `N` distinct keys instead of the seed's rows (with --versions, --key-size, --value-size; each defaults to the seed's first row)")
+	fs.IntVar(&o.keys, "keys", tune.DefaultMemoryKeys, "measure one row of `N` distinct keys instead of etcd's benchmark rows (with --versions, --key-size, --value-size; each defaults to etcd's first row)")
 	fs.IntVar(&o.versions, "versions", tune.DefaultMemoryVersions, "one row: `V` versions of every key, written round-robin")
 	fs.IntVar(&o.keySize, "key-size", tune.DefaultMemoryKeySize, "one row: keys of exactly `BYTES` bytes (8 or more)")
 	fs.IntVar(&o.valueSize, "value-size", tune.DefaultMemoryValueSize, "one row of the store table: values of `BYTES` bytes")
@@ -93,10 +93,10 @@ func newMemoryCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "memory",
 		Short: "Measure the memory of the mvcc key index and store (etcd's storage memory tables)",
-		Long: `memory reproduces etcd's storage memory benchmark (the seed's two tables),
+		Long: `memory reproduces etcd's storage memory benchmark (its two tables),
 each row in a fresh process (this binary, re-executed):
 
-  index table  the seed's 8 rows: N 100K and 1M, versions 1 and 5, keys of
+  index table  etcd's 8 rows: N 100K and 1M, versions 1 and 5, keys of
                64 and 256 bytes. One row builds one index: N distinct keys,
                then versions round-robin passes that put every key once.
                TotalAlloc is the TotalAlloc delta over the build (etcd's
@@ -104,16 +104,16 @@ each row in a fresh process (this binary, re-executed):
                after two runtime.GC(). Below the table: c1 and c2 of etcd's
                model bytes = N*(c1 + key_size) + N*versions*c2, fitted by
                least squares to each, beside etcd's.
-  store table  the seed's 8 rows of 64-byte keys and values of 256 bytes
+  store table  etcd's 8 rows of 64-byte keys and values of 256 bytes
                and 1 KB, put into an mvcc.Store on disk: the process's RSS.
 
-The seed's etcd figure is beside each of its rows. --keys, --versions,
+etcd's published figure is beside each of its rows. --keys, --versions,
 --key-size (and --value-size) measure one row instead. Rows of 1M keys take
 seconds each; the 1M x 5 x 1 KB store row writes 5 GB. MB = MiB.
 --format json gives {"index": {"rows", "fit", "etcd"}, "store": {"rows"}},
 each row with keys, versions, key_size, total_alloc_bytes, live_heap_bytes
 (and value_size, rss_bytes in the store table); csv gives every row.`,
-		Example: `  tune memory                                   # both tables, the seed's rows
+		Example: `  tune memory                                   # both tables, etcd's rows
   tune memory --index-only --format markdown
   tune memory --store --dir /mnt/nvme/tune
   tune memory --keys 2000000 --versions 3 --key-size 32 --index-only --format json

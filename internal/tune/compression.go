@@ -14,7 +14,8 @@ import (
 	"github.com/stratadb/strata/report"
 )
 
-// DefaultProfiles are the four rows of the seed's table.
+// DefaultProfiles are the four rows of the THEMIS RocksDB tuning guide's
+// compression table.
 const DefaultProfiles = "none/none,lz4/zstd,zstd/zstd,snappy/zstd"
 
 // Profile is one row of `tune compression`: the codec of levels 0-5
@@ -377,7 +378,8 @@ func (r *CompressionRow) summarize(raw int64) {
 	}
 }
 
-// Table returns the result as a report.Table: the seed's columns, then
+// Table returns the result as a report.Table: the columns of the THEMIS
+// RocksDB tuning guide's compression table, then
 // Scan, Before compaction, Compact and W-Amp, and with a baseline the
 // "vs Pebble" ratios; the notes define every figure.
 func (res *CompressionResult) Table() *report.Table {

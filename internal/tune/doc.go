@@ -9,7 +9,8 @@
 //
 // # Commands
 //
-//   - RunCompression: the seed's compression table (`tune compression`).
+//   - RunCompression: the THEMIS RocksDB tuning guide's compression table
+//     (`tune compression`).
 //   - RunCodecs: the raw block codecs on one core (`tune codecs`).
 //   - ReadDBOptions, ImportOptions: OPTIONS files (`tune options`, `tune import`).
 //   - RunRecommend: candidate settings on a sample and a recommended config

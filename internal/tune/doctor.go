@@ -186,8 +186,8 @@ func DBConfig(dir string) (cfg *config.Config, found bool, err error) {
 
 // RunDoctor opens the database, loads Input if given, probes it with point
 // reads of sampled present keys (one full scan samples them) and of absent
-// keys next to them, reads its metrics and turns the seed's troubleshooting
-// section into findings. The database is closed before it returns.
+// keys next to them, reads its metrics and turns the troubleshooting section
+// of the THEMIS RocksDB tuning guide into findings. The database is closed before it returns.
 func RunDoctor(ctx context.Context, o DoctorOptions) (rep *DoctorReport, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -376,7 +376,8 @@ func (f *ProbeFigures) addMetrics(before, after *engine.Metrics) {
 	}
 }
 
-// findings turns the seed's troubleshooting section into findings:
+// findings turns the THEMIS RocksDB tuning guide's troubleshooting section
+// into findings:
 //
 //  1. slow point lookups, while tables sit where Get consults filters
 //     (L0-L5, and L6 unless optimize_filters_for_hits; see filterTables):

@@ -21,7 +21,7 @@ import (
 )
 
 // Defaults of the one row of `tune memory --keys/--versions/--key-size`:
-// the seed's first row, for the flags not given.
+// the first row of etcd's storage memory benchmark, for the flags not given.
 const (
 	DefaultMemoryKeys      = 100_000
 	DefaultMemoryVersions  = 1
@@ -31,28 +31,28 @@ const (
 
 // etcd's figures, for comparison.
 var (
-	// etcdIndexMB is the seed's in-memory index table: the TotalAlloc
-	// delta of building etcd's index, in the seed's MB, by {keys, versions,
-	// key size}.
+	// etcdIndexMB is the in-memory index table of etcd's storage memory
+	// benchmark: the TotalAlloc delta of building etcd's index, in the
+	// benchmark's MB, by {keys, versions, key size}.
 	etcdIndexMB = map[[3]int]float64{
 		{100_000, 1, 64}: 22, {100_000, 5, 64}: 39, {1_000_000, 1, 64}: 218, {1_000_000, 5, 64}: 432,
 		{100_000, 1, 256}: 41, {100_000, 5, 256}: 65, {1_000_000, 1, 256}: 409, {1_000_000, 5, 256}: 506,
 	}
-	// etcdStoreMB is the seed's overall memory table: etcd's RSS in the
-	// seed's MB, by {keys, versions, key size, value size}.
+	// etcdStoreMB is the overall memory table of etcd's storage memory
+	// benchmark: etcd's RSS in the benchmark's MB, by {keys, versions, key size, value size}.
 	etcdStoreMB = map[[4]int]float64{
 		{100_000, 1, 64, 256}: 40, {100_000, 5, 64, 256}: 89, {1_000_000, 1, 64, 256}: 470, {1_000_000, 5, 64, 256}: 880,
 		{100_000, 1, 64, 1024}: 102, {100_000, 5, 64, 1024}: 164, {1_000_000, 1, 64, 1024}: 587, {1_000_000, 5, 64, 1024}: 836,
 	}
 	// EtcdMemoryFits are etcd's constants, as issue 6 gives them: its
 	// index measured on this project's machine with memtable's method, and
-	// the seed's averaged pairs.
+	// the averaged pairs published with etcd's storage memory benchmark.
 	EtcdMemoryFits = EtcdFits{
 		MemoryFits: MemoryFits{
 			LiveHeap:   MemoryFit{C1: 113, C2: 28},
 			TotalAlloc: MemoryFit{C1: 27, C2: 104},
 		},
-		Seed: MemoryFit{C1: 120, C2: 30},
+		Published: MemoryFit{C1: 120, C2: 30},
 	}
 )
 
@@ -87,21 +87,23 @@ type MemoryFits struct {
 type EtcdFits struct {
 	// MemoryFits are etcd's index measured as memtable measures ours.
 	MemoryFits
-	// Seed is the seed's c1 and c2 (TotalAlloc, averaged over four pairs
-	// of rows); the seed's c2 is stated without size_of_pointer.
-	Seed MemoryFit `json:"seed"`
+	// Published is the c1 and c2 of etcd's storage memory benchmark
+	// (TotalAlloc, averaged over four pairs of rows); its c2 is stated
+	// without size_of_pointer.
+	Published MemoryFit `json:"published"`
 }
 
 // MemoryOptions configure RunMemory.
 type MemoryOptions struct {
 	// One, if true, measures the single row Keys x Versions x KeySize (and
-	// ValueSize in the store table) instead of the seed's rows, which
+	// ValueSize in the store table) instead of etcd's benchmark rows, which
 	// then must all be set (ValueSize only with Store).
 	One                                bool
 	Keys, Versions, KeySize, ValueSize int
 	// Index and Store select the tables: the index alone (heap, as the
-	// seed's in-memory index table) and the whole store (process RSS with
-	// values on disk, as the seed's overall memory table). At least one.
+	// in-memory index table of etcd's storage memory benchmark) and the
+	// whole store (process RSS with values on disk, as its overall memory
+	// table). At least one.
 	Index, Store bool
 	// Kind is the index of the index table: memtable.KindKeyIndex (mvcc's)
 	// or memtable.KindPlain (a google/btree baseline). The default value is
@@ -204,13 +206,14 @@ func memTotal() (int64, error) {
 // MemoryRow is one measured row and etcd's figure for it.
 type MemoryRow struct {
 	memtable.Row
-	// EtcdMB is the seed's figure for the same row (TotalAlloc for an
-	// index row, RSS for a store row) in the seed's MB, or nil if the seed
-	// has no such row.
+	// EtcdMB is etcd's storage memory benchmark's figure for the same row
+	// (TotalAlloc for an index row, RSS for a store row) in its MB, or nil
+	// if the benchmark has no such row.
 	EtcdMB *float64 `json:"etcd_mb,omitempty"`
 }
 
-// IndexMemory is the index table: the seed's in-memory index rows.
+// IndexMemory is the index table: the in-memory index rows of etcd's
+// storage memory benchmark.
 type IndexMemory struct {
 	// Kind is the index measured (memtable.KindKeyIndex or KindPlain).
 	Kind string `json:"kind"`
@@ -223,7 +226,8 @@ type IndexMemory struct {
 	Etcd EtcdFits `json:"etcd"`
 }
 
-// StoreMemory is the store table: the seed's overall memory rows.
+// StoreMemory is the store table: the overall memory rows of etcd's
+// storage memory benchmark.
 type StoreMemory struct {
 	// Rows are the rows in the order measured, each with RSSBytes.
 	Rows []MemoryRow `json:"rows"`
@@ -375,7 +379,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (res *MemoryResult, err err
 	return res, nil
 }
 
-// countString writes a count as the seed does: 100K, 1M; other counts in
+// countString writes a count as etcd's benchmark does: 100K, 1M; other counts in
 // full.
 func countString(n int) string {
 	switch {
@@ -417,12 +421,12 @@ func (im *IndexMemory) Table() *report.Table {
 			fmt.Sprintf("Fit of bytes = N*(c1 + key_size) + N*versions*c2 over these %d rows (least squares; c2 includes the version's pointer):", len(im.Rows)),
 			fmt.Sprintf("- live heap:  c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 + pointer = %.0f B. Goal (issue 6): c1 <= %d B, c2 + pointer <= %d B.",
 				im.Fit.LiveHeap.C1, im.Fit.LiveHeap.C2, e.LiveHeap.C1, e.LiveHeap.C2, GoalC1, GoalC2),
-			fmt.Sprintf("- TotalAlloc: c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 = %.0f B. The seed's etcd: c1 = %.0f B, c2 = %.0f B + size_of_pointer.",
-				im.Fit.TotalAlloc.C1, im.Fit.TotalAlloc.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Seed.C1, e.Seed.C2),
+			fmt.Sprintf("- TotalAlloc: c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 = %.0f B. etcd's published benchmark: c1 = %.0f B, c2 = %.0f B + size_of_pointer.",
+				im.Fit.TotalAlloc.C1, im.Fit.TotalAlloc.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Published.C1, e.Published.C2),
 		)
 	} else {
-		t.Notes = append(t.Notes, fmt.Sprintf("No fit of c1 and c2: it needs rows with two different versions counts. For comparison, etcd's index on this machine: live heap c1 = %.0f B, c2 + pointer = %.0f B; TotalAlloc c1 = %.0f B, c2 = %.0f B; the seed's c1 = %.0f B, c2 = %.0f B.",
-			e.LiveHeap.C1, e.LiveHeap.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Seed.C1, e.Seed.C2))
+		t.Notes = append(t.Notes, fmt.Sprintf("No fit of c1 and c2: it needs rows with two different versions counts. For comparison, etcd's index on this machine: live heap c1 = %.0f B, c2 + pointer = %.0f B; TotalAlloc c1 = %.0f B, c2 = %.0f B; etcd's published benchmark c1 = %.0f B, c2 = %.0f B.",
+			e.LiveHeap.C1, e.LiveHeap.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Published.C1, e.Published.C2))
 	}
 	twice := ""
 	if im.Kind == memtable.KindKeyIndex {
@@ -431,7 +435,7 @@ func (im *IndexMemory) Table() *report.Table {
 	t.Notes = append(t.Notes,
 		fmt.Sprintf("Index: %s. Each row in a fresh process builds one index: N distinct keys of key_size bytes, then versions round-robin passes that put every key once, the main revision a global counter.", indexName(im.Kind)),
 		"TotalAlloc: the runtime.MemStats.TotalAlloc delta over the build, etcd's method; it includes garbage"+twice+". Live heap: the HeapAlloc delta after two runtime.GC(), the keys counted as far as the index keeps them.",
-		"MB = MiB = 1,048,576 bytes. etcd TotalAlloc: the seed's table (etcd 776e9fb on a GCE n1-standard-2), in its own MB.",
+		"MB = MiB = 1,048,576 bytes. etcd TotalAlloc: etcd's storage memory benchmark, in-memory index table (etcd 776e9fb on a GCE n1-standard-2), in its own MB.",
 	)
 	return t
 }
@@ -463,7 +467,7 @@ func (sm *StoreMemory) Table() *report.Table {
 	t.Notes = []string{
 		fmt.Sprintf("Each row in a fresh process puts N keys x versions values of value_size random bytes (round-robin, sync off) into an mvcc.Store on an on-disk engine (memtable_size_mb = %d, block_cache_size_mb = %d, other settings the defaults); values are on disk.", sm.MemtableSizeMB, sm.BlockCacheSizeMB),
 		"RSS: the process's VmRSS after the puts and two runtime.GC(): the Go runtime, the key index, the engine's memtables and block cache. Live heap: the HeapAlloc delta over the puts, after the GCs.",
-		"MB = MiB = 1,048,576 bytes. etcd RSS: the seed's overall memory table (etcd's whole process, etcd 776e9fb on a GCE n1-standard-2), in its own MB.",
+		"MB = MiB = 1,048,576 bytes. etcd RSS: etcd's storage memory benchmark, overall memory table (etcd's whole process, etcd 776e9fb on a GCE n1-standard-2), in its own MB.",
 	}
 	if sm.Dir != "" {
 		t.Notes = append(t.Notes, "Databases kept in "+sm.Dir+".")

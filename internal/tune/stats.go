@@ -6,8 +6,8 @@ import (
 )
 
 // MiB is the "MB" of every size and throughput tune prints: 1 MB = 1 MiB =
-// 1,048,576 bytes, the unit of the config's *_mb keys. The seed's table does
-// not say which MB it means; tune says so under every table.
+// 1,048,576 bytes, the unit of the config's *_mb keys. The THEMIS RocksDB
+// tuning guide's table does not say which MB it means; tune says so under every table.
 const MiB = 1 << 20
 
 // mib converts bytes to MiB.
