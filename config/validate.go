@@ -22,9 +22,12 @@ const maxTargetSizeBytes = math.MaxInt64
 // Validate is pure: it neither changes c nor touches the file system.
 // Relative paths are compared in their absolute form, resolved against the
 // working directory. Settings Pebble cannot deliver but Strata accepts
-// (see Notes) are valid here; settings that only the engine can refuse
-// (use_universal_compaction, use_direct_*, several db_paths) are left to
-// engine.Open.
+// (see Notes) are valid here. Several db_paths are valid: Validate checks
+// each entry's path and target_size_bytes and that no two entries name the
+// same directory or nest. What only the engine can refuse is left to
+// engine.Open: use_universal_compaction, use_direct_* on a file system
+// without O_DIRECT (unless direct_io_fallback), and directories that cannot
+// be created.
 func (c *Config) Validate() error {
 	var v validator
 	if strings.TrimSpace(c.DBPath) == "" {

@@ -97,8 +97,8 @@
 // The in-memory index (package keyindex) maps each key to its revision
 // history, with etcd's generations (a key deleted and created again). It
 // is rebuilt on Open by scanning the revision keys, and laid out for
-// memory: about 20 bytes per key plus the key itself, and about 5 bytes per
-// version (see keyindex.Index and internal/memtable for the measurement).
+// memory: the package doc of keyindex states the measured bytes per key
+// and per version, and keyindex.Index how they are reached.
 //
 // # Stores written before etcd's numbering
 //

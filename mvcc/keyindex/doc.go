@@ -13,8 +13,9 @@
 // # Memory
 //
 // The layout is chosen for memory, measured with etcd's method (see
-// internal/memtable): per key about 19 bytes beside the key itself, per
-// version about 5 bytes, against etcd's 120 and 30 (113 and 28 measured on
+// internal/memtable; the rows and the fit are in docs/benchmarks.md,
+// section 4): per key about 17 bytes of live heap beside the key itself,
+// per version about 5 bytes, against etcd's 120 and 30 (113 and 28 measured on
 // our machine) and 53 and 14 for a plain B-tree of {key []byte,
 // revs []int64}. See Index for how.
 package keyindex

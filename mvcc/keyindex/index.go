@@ -91,9 +91,9 @@ const (
 //     leaves garbage, reclaimed by copying once it exceeds a quarter of the
 //     live bytes. Compact frees the garbage of removed keys the same way.
 //
-// Measured (internal/memtable, etcd's rows): a key costs about 19 bytes
-// plus its length, each version about 5 bytes (3-4 bytes of delta-encoded
-// revision plus arena garbage awaiting a copy).
+// The measured cost of a key and of a version is in the package doc; a
+// version's few bytes are its delta-encoded revision (3-4 bytes) plus
+// arena garbage awaiting a copy.
 //
 // Methods that only read (Get, Range, Len, Stats, History) may run
 // concurrently with each other; the others need exclusive access. The
