@@ -112,7 +112,10 @@ func (t *transport) serve(ln net.Listener, serverTLS *tls.Config) {
 	mux.HandleFunc(pathStream, t.handleStream)
 	mux.HandleFunc(pathSnapshot, t.handleSnapshot)
 	mux.HandleFunc(pathMembers, t.handleMembers)
-	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS}
+	// net/http writes its HTTP/2 defaults into the server's tls.Config, so
+	// each server gets its own copy: members started from one config share
+	// a *tls.Config otherwise (a data race).
+	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS.Clone()}
 	t.ln = ln
 	t.wg.Add(1)
 	go func() {
