@@ -460,6 +460,10 @@ func TestRaftAddRemoveMember(t *testing.T) {
 	if n4.Status().MemberID != m.ID {
 		t.Fatalf("joined as %x, added as %x", n4.Status().MemberID, m.ID)
 	}
+	// A joining member proposes through the leader once it has heard from
+	// it (and caught up by snapshot); under the race detector that can take
+	// longer than one request timeout.
+	waitFor(t, "s4 knows the leader", func() bool { return n4.Status().Leader != 0 })
 	if _, err := c.put(3, "from-s4", "v"); err != nil {
 		t.Fatal(err)
 	}

