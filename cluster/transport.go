@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,7 +162,7 @@ func (t *transport) setPeers(members map[uint64]*Member) {
 	default:
 	}
 	for id, p := range t.peers {
-		if m, ok := members[id]; !ok || !equalStrings(m.PeerURLs, p.urls) {
+		if m, ok := members[id]; !ok || !slices.Equal(m.PeerURLs, p.urls) {
 			close(p.stop)
 			delete(t.peers, id)
 		}
@@ -177,18 +178,6 @@ func (t *transport) setPeers(members map[uint64]*Member) {
 		go t.readStream(p)
 		go t.stepProposals(p)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // send queues msgs for their peers; it never blocks.
