@@ -461,9 +461,16 @@ func TestRaftAddRemoveMember(t *testing.T) {
 		t.Fatalf("joined as %x, added as %x", n4.Status().MemberID, m.ID)
 	}
 	// A joining member proposes through the leader once it has heard from
-	// it (and caught up by snapshot); under the race detector that can take
-	// longer than one request timeout.
-	waitFor(t, "s4 knows the leader", func() bool { return n4.Status().Leader != 0 })
+	// it and caught up by snapshot: a proposal whose entry the leader's
+	// snapshot already covers is never applied one by one on s4, so its
+	// proposer would wait in vain (as in etcd, whose leader also sends its
+	// applied state). Under load that can take longer than one request
+	// timeout.
+	want := c.nodes[0].Status().CommitIndex
+	waitFor(t, "s4 knows the leader and has caught up", func() bool {
+		st := n4.Status()
+		return st.Leader != 0 && st.AppliedIndex >= want
+	})
 	if _, err := c.put(3, "from-s4", "v"); err != nil {
 		t.Fatal(err)
 	}
