@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/rawcodec"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/tune"
-	"github.com/stratadb/strata/report"
 )
 
 // codecsOptions are the options of codecs.
@@ -38,8 +38,8 @@ func (o *codecsOptions) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the flags.
 func (o *codecsOptions) Validate() error {
 	errs := []error{o.global.Validate(), o.data.Validate()}
-	if o.blockSize < 1 || o.blockSize > compression.MaxRawBlockSize {
-		errs = append(errs, fmt.Errorf("--block-size %d: must be from 1 to %d", o.blockSize, compression.MaxRawBlockSize))
+	if o.blockSize < 1 || o.blockSize > rawcodec.MaxBlockSize {
+		errs = append(errs, fmt.Errorf("--block-size %d: must be from 1 to %d", o.blockSize, rawcodec.MaxBlockSize))
 	}
 	if o.minTime <= 0 {
 		errs = append(errs, fmt.Errorf("--min-time %s: must be > 0", o.minTime))

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/tune"
-	"github.com/stratadb/strata/report"
 )
 
 // doctorOptions are the options of doctor.

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/tune"
-	"github.com/stratadb/strata/report"
 	"golang.org/x/term"
 )
 

@@ -9,7 +9,7 @@
 //
 // The commands only bind flags; the work is done by package internal/tune.
 // memory runs each row in a fresh process: tune re-executes itself, and
-// main hands such a child to memtable.ChildMain before anything else.
+// main hands such a child to indexmem.ChildMain before anything else.
 package main
 
 import (
@@ -20,11 +20,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/indexmem"
 )
 
 func main() {
-	if child, err := memtable.ChildMain(os.Stdout); child {
+	if child, err := indexmem.ChildMain(os.Stdout); child {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, errorLine(err))
 			os.Exit(1)

@@ -117,7 +117,7 @@ func TestCompressionCommandErrors(t *testing.T) {
 		{[]string{"compression", "--input", bad}, "line 2: not valid JSON"},
 		{[]string{"compression", "--input", bad + ".missing"}, "no such file"},
 		{[]string{"compression", "extra"}, `unexpected argument "extra"`},
-		{[]string{"codecs", "--codecs", "lz4,brotli"}, `unknown raw codec "brotli"`},
+		{[]string{"codecs", "--codecs", "lz4,brotli"}, `unknown codec "brotli"`},
 		{[]string{"recommend", "--format", "json"}, "give --out FILE"},
 		{[]string{"recommend", "--goal", "cheap"}, "--goal"},
 		{[]string{"recommend", "--max-read-loss", "1.5"}, "--max-read-loss 1.5: must be from 0 to 1"},

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/indexmem"
+	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/tune"
-	"github.com/stratadb/strata/report"
 )
 
 // memoryOptions are the options of memory.
@@ -39,7 +39,7 @@ func (o *memoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.valueSize, "value-size", tune.DefaultMemoryValueSize, "one row of the store table: values of `BYTES` bytes")
 	fs.BoolVar(&o.store, "store", false, "measure only the store table (whole-process RSS with values on disk)")
 	fs.BoolVar(&o.indexOnly, "index-only", false, "measure only the index table (no store table after it)")
-	fs.StringVar(&o.kind, "index", memtable.KindKeyIndex, "`INDEX` of the index table: keyindex (mvcc's) or plain (a google/btree of {key, revs}, the baseline)")
+	fs.StringVar(&o.kind, "index", indexmem.KindKeyIndex, "`INDEX` of the index table: keyindex (mvcc's) or plain (a google/btree of {key, revs}, the baseline)")
 	fs.Int64Var(&o.memtableSizeMB, "memtable-size-mb", 0, "store table: the engine's memtable_size_mb, `MB` (default: the config's default)")
 	fs.Int64Var(&o.blockCacheSizeMB, "block-cache-size-mb", 0, "store table: the engine's block_cache_size_mb, `MB` (default: the config's default)")
 	fs.StringVar(&o.dir, "dir", "", "keep the store table's databases in a new directory under `DIR` (default: a temporary directory, each removed after its row)")

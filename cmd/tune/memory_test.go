@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/indexmem"
 )
 
 // TestMain lets tune memory re-execute this test binary for a row, as
 // main does for the tune binary.
 func TestMain(m *testing.M) {
-	if child, err := memtable.ChildMain(os.Stdout); child {
+	if child, err := indexmem.ChildMain(os.Stdout); child {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, errorLine(err))
 			os.Exit(1)

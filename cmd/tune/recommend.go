@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/tune"
-	"github.com/stratadb/strata/report"
 )
 
 // recommendOptions are the options of recommend.

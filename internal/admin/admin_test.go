@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/workload"
+	"github.com/stratadb/strata/internal/workload"
 )
 
 // run executes the strata command line args in-process and returns what it

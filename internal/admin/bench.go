@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/internal/bench"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 func newBenchCommand() *cobra.Command {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/workload"
+	"github.com/stratadb/strata/internal/workload"
 	"golang.org/x/term"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/workload"
+	"github.com/stratadb/strata/internal/workload"
 )
 
 const (

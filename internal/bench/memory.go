@@ -16,7 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // MemoryOptions configure RunMemory: each row is a combination of Keys,

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // summary is one row's medians on one server.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/rawcodec"
 	"strings"
 	"time"
 
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // DefaultCodecsMinTime is the default minimum time Measure spends on each
@@ -24,8 +25,8 @@ type CodecsOptions struct {
 	Data *Dataset
 	// BlockSize is the block size in bytes; 0 means config.Default()'s.
 	BlockSize int
-	// Codecs are raw codec names (compression.RawNames); nil means every
-	// codec of compression.RawCodecs.
+	// Codecs are raw codec names (rawcodec.Names); nil means every
+	// codec of rawcodec.All.
 	Codecs []string
 	// MinTime is the minimum time of each timed pass; 0 means
 	// DefaultCodecsMinTime.
@@ -43,13 +44,13 @@ func ParseCodecList(s string) ([]string, error) {
 		if name == "" {
 			continue
 		}
-		if _, err := compression.RawCodec(name); err != nil {
+		if _, err := rawcodec.ByName(name); err != nil {
 			return nil, fmt.Errorf("--codecs: %w", err)
 		}
 		out = append(out, name)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--codecs %q: no codec given: allowed are %s", s, strings.Join(compression.RawNames(), ", "))
+		return nil, fmt.Errorf("--codecs %q: no codec given: allowed are %s", s, strings.Join(rawcodec.Names(), ", "))
 	}
 	return out, nil
 }
@@ -60,14 +61,14 @@ func (o *CodecsOptions) Validate() error {
 	if o.Data == nil || o.Data.Len() == 0 {
 		errs = append(errs, errors.New("tune: no data to compress"))
 	}
-	if o.BlockSize < 0 || o.BlockSize > compression.MaxRawBlockSize {
-		errs = append(errs, fmt.Errorf("--block-size %d: must be from 1 to %d", o.BlockSize, compression.MaxRawBlockSize))
+	if o.BlockSize < 0 || o.BlockSize > rawcodec.MaxBlockSize {
+		errs = append(errs, fmt.Errorf("--block-size %d: must be from 1 to %d", o.BlockSize, rawcodec.MaxBlockSize))
 	}
 	if o.MinTime < 0 {
 		errs = append(errs, fmt.Errorf("--min-time %s: must be > 0", o.MinTime))
 	}
 	for _, name := range o.Codecs {
-		if _, err := compression.RawCodec(name); err != nil {
+		if _, err := rawcodec.ByName(name); err != nil {
 			errs = append(errs, fmt.Errorf("--codecs: %w", err))
 		}
 	}
@@ -76,8 +77,8 @@ func (o *CodecsOptions) Validate() error {
 
 // CodecRow is one codec's figures.
 type CodecRow struct {
-	// Result is compression.Measure's outcome (its speeds in decimal MB/s).
-	compression.Result
+	// Result is rawcodec.Measure's outcome (its speeds in decimal MB/s).
+	rawcodec.Result
 	// CompressMiBps and DecompressMiBps are the speeds in MiB/s of
 	// uncompressed data on one core.
 	CompressMiBps, DecompressMiBps float64
@@ -99,8 +100,8 @@ type CodecsResult struct {
 }
 
 // RunCodecs cuts the data into blocks as a table's data blocks
-// (compression.SplitBlocks of key+value entries) and measures each codec
-// with compression.Measure on the calling goroutine: one core.
+// (rawcodec.SplitBlocks of key+value entries) and measures each codec
+// with rawcodec.Measure on the calling goroutine: one core.
 func RunCodecs(ctx context.Context, o CodecsOptions) (*CodecsResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -113,19 +114,19 @@ func RunCodecs(ctx context.Context, o CodecsOptions) (*CodecsResult, error) {
 	if minTime == 0 {
 		minTime = DefaultCodecsMinTime
 	}
-	var codecs []compression.Block
+	var codecs []rawcodec.Block
 	if o.Codecs == nil {
-		codecs = compression.RawCodecs()
+		codecs = rawcodec.All()
 	} else {
 		for _, name := range o.Codecs {
-			b, err := compression.RawCodec(name)
+			b, err := rawcodec.ByName(name)
 			if err != nil {
 				return nil, fmt.Errorf("--codecs: %w", err)
 			}
 			codecs = append(codecs, b)
 		}
 	}
-	blocks := compression.SplitBlocks(o.Data.entries(), blockSize)
+	blocks := rawcodec.SplitBlocks(o.Data.entries(), blockSize)
 	res := &CodecsResult{Source: o.Data.Source, Blocks: len(blocks), BlockSize: blockSize, MinTime: minTime}
 	for _, b := range blocks {
 		res.RawBytes += int64(len(b))
@@ -138,7 +139,7 @@ func RunCodecs(ctx context.Context, o CodecsOptions) (*CodecsResult, error) {
 		}
 		p.Describe(c.Name())
 		settle()
-		r, err := compression.Measure(c, blocks, minTime)
+		r, err := rawcodec.Measure(c, blocks, minTime)
 		if err != nil {
 			return nil, err
 		}

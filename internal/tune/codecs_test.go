@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/stratadb/strata/internal/rawcodec"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stratadb/strata/compression"
 )
 
 func TestCodecsTable(t *testing.T) {
@@ -16,7 +15,7 @@ func TestCodecsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := compression.RawCodecs()
+	want := rawcodec.All()
 	if len(res.Rows) != len(want) {
 		t.Fatalf("%d rows, want one per raw codec (%d)", len(res.Rows), len(want))
 	}

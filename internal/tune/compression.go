@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // DefaultProfiles are the four rows of the THEMIS RocksDB tuning guide's

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/stratadb/strata/workload"
+	"github.com/stratadb/strata/internal/workload"
 )
 
 // Dataset is the data a measurement writes: entity i is Keys[i] =
@@ -110,7 +110,7 @@ func (d *Dataset) Sample(n int) *Dataset {
 }
 
 // entries returns key+value of each entity, the bytes a table's data block
-// holds, for cutting into blocks with compression.SplitBlocks.
+// holds, for cutting into blocks with rawcodec.SplitBlocks.
 func (d *Dataset) entries() [][]byte {
 	out := make([][]byte, d.Len())
 	for i := range d.Keys {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // DefaultProbe is the default number of point reads of present keys, and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 func TestDoctorBloomOnL0(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/config"
-	"github.com/stratadb/strata/internal/memtable"
+	"github.com/stratadb/strata/internal/indexmem"
+	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/mvcc"
 	"github.com/stratadb/strata/mvcc/keyindex"
-	"github.com/stratadb/strata/report"
 )
 
 // Defaults of the one row of `tune memory --keys/--versions/--key-size`:
@@ -66,7 +66,7 @@ const (
 //
 //	bytes = N*(c1 + key_size) + N*versions*c2
 //
-// fitted by least squares over a table's rows (memtable.FitBytes).
+// fitted by least squares over a table's rows (indexmem.FitBytes).
 type MemoryFit struct {
 	// C1 is the bytes per key beyond its key_size bytes.
 	C1 float64 `json:"c1"`
@@ -105,9 +105,9 @@ type MemoryOptions struct {
 	// whole store (process RSS with values on disk, as its overall memory
 	// table). At least one.
 	Index, Store bool
-	// Kind is the index of the index table: memtable.KindKeyIndex (mvcc's)
-	// or memtable.KindPlain (a google/btree baseline). The default value is
-	// memtable.KindKeyIndex.
+	// Kind is the index of the index table: indexmem.KindKeyIndex (mvcc's)
+	// or indexmem.KindPlain (a google/btree baseline). The default value is
+	// indexmem.KindKeyIndex.
 	Kind string
 	// MemtableSizeMB and BlockCacheSizeMB configure the store rows'
 	// engine; 0 means config.Default()'s.
@@ -121,10 +121,10 @@ type MemoryOptions struct {
 	// ChildStderr receives the standard error of the rows' processes; nil
 	// discards it.
 	ChildStderr io.Writer
-	// Run measures one row. The default value is memtable.RunRowInChild:
+	// Run measures one row. The default value is indexmem.RunRowInChild:
 	// every row in a fresh process, which requires the binary to call
-	// memtable.ChildMain first thing in main (or TestMain).
-	Run func(ctx context.Context, req memtable.Request, stderr io.Writer) (memtable.Row, error)
+	// indexmem.ChildMain first thing in main (or TestMain).
+	Run func(ctx context.Context, req indexmem.Request, stderr io.Writer) (indexmem.Row, error)
 }
 
 // Validate checks the options, naming the flag of each bad value, before
@@ -135,9 +135,9 @@ func (o *MemoryOptions) Validate() error {
 		errs = append(errs, errors.New("tune: no table selected: measure the index, the store or both"))
 	}
 	switch o.Kind {
-	case "", memtable.KindKeyIndex, memtable.KindPlain:
+	case "", indexmem.KindKeyIndex, indexmem.KindPlain:
 	default:
-		errs = append(errs, fmt.Errorf("--index %q: must be %s or %s", o.Kind, memtable.KindKeyIndex, memtable.KindPlain))
+		errs = append(errs, fmt.Errorf("--index %q: must be %s or %s", o.Kind, indexmem.KindKeyIndex, indexmem.KindPlain))
 	}
 	if o.MemtableSizeMB < 0 {
 		errs = append(errs, fmt.Errorf("--memtable-size-mb %d: must be >= 0 (0: the default, %d)", o.MemtableSizeMB, config.Default().MemtableSizeMB))
@@ -205,7 +205,7 @@ func memTotal() (int64, error) {
 
 // MemoryRow is one measured row and etcd's figure for it.
 type MemoryRow struct {
-	memtable.Row
+	indexmem.Row
 	// EtcdMB is etcd's storage memory benchmark's figure for the same row
 	// (TotalAlloc for an index row, RSS for a store row) in its MB, or nil
 	// if the benchmark has no such row.
@@ -215,7 +215,7 @@ type MemoryRow struct {
 // IndexMemory is the index table: the in-memory index rows of etcd's
 // storage memory benchmark.
 type IndexMemory struct {
-	// Kind is the index measured (memtable.KindKeyIndex or KindPlain).
+	// Kind is the index measured (indexmem.KindKeyIndex or KindPlain).
 	Kind string `json:"kind"`
 	// Rows are the rows in the order measured.
 	Rows []MemoryRow `json:"rows"`
@@ -246,16 +246,16 @@ type MemoryResult struct {
 
 // MemoryRequests returns the rows o selects: first the index rows, then
 // the store rows (without their Dir).
-func (o *MemoryOptions) MemoryRequests() (index, store []memtable.Request) {
+func (o *MemoryOptions) MemoryRequests() (index, store []indexmem.Request) {
 	kind := o.Kind
 	if kind == "" {
-		kind = memtable.KindKeyIndex
+		kind = indexmem.KindKeyIndex
 	}
 	if o.Index {
 		if o.One {
-			index = []memtable.Request{{Keys: o.Keys, Versions: o.Versions, KeySize: o.KeySize}}
+			index = []indexmem.Request{{Keys: o.Keys, Versions: o.Versions, KeySize: o.KeySize}}
 		} else {
-			index = memtable.SeedIndexRows()
+			index = indexmem.SeedIndexRows()
 		}
 		for i := range index {
 			index[i].Kind = kind
@@ -263,9 +263,9 @@ func (o *MemoryOptions) MemoryRequests() (index, store []memtable.Request) {
 	}
 	if o.Store {
 		if o.One {
-			store = []memtable.Request{{Keys: o.Keys, Versions: o.Versions, KeySize: o.KeySize, ValueSize: o.ValueSize}}
+			store = []indexmem.Request{{Keys: o.Keys, Versions: o.Versions, KeySize: o.KeySize, ValueSize: o.ValueSize}}
 		} else {
-			store = memtable.SeedStoreRows()
+			store = indexmem.SeedStoreRows()
 		}
 		for i := range store {
 			store[i].MemtableSizeMB = o.MemtableSizeMB
@@ -283,7 +283,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (res *MemoryResult, err err
 	}
 	run := o.Run
 	if run == nil {
-		run = memtable.RunRowInChild
+		run = indexmem.RunRowInChild
 	}
 	stderr := o.ChildStderr
 	if stderr == nil {
@@ -293,7 +293,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (res *MemoryResult, err err
 	p := orNop(o.Progress)
 	p.Start(int64(len(index) + len(store)))
 	total, done := len(index)+len(store), 0
-	step := func(table string, r memtable.Request) string {
+	step := func(table string, r indexmem.Request) string {
 		done++
 		versions := "versions"
 		if r.Versions == 1 {
@@ -308,7 +308,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (res *MemoryResult, err err
 	res = &MemoryResult{}
 	if len(index) > 0 {
 		im := &IndexMemory{Kind: index[0].Kind, Etcd: EtcdMemoryFits}
-		var rows []memtable.Row
+		var rows []indexmem.Row
 		for _, req := range index {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -326,8 +326,8 @@ func RunMemory(ctx context.Context, o MemoryOptions) (res *MemoryResult, err err
 			im.Rows = append(im.Rows, mr)
 			p.Add(1)
 		}
-		l1, l2 := memtable.Fit(rows)
-		t1, t2 := memtable.FitTotalAlloc(rows)
+		l1, l2 := indexmem.Fit(rows)
+		t1, t2 := indexmem.FitTotalAlloc(rows)
 		if l1 != 0 || l2 != 0 || t1 != 0 || t2 != 0 {
 			im.Fit = &MemoryFits{LiveHeap: MemoryFit{l1, l2}, TotalAlloc: MemoryFit{t1, t2}}
 		}
@@ -429,7 +429,7 @@ func (im *IndexMemory) Table() *report.Table {
 			e.LiveHeap.C1, e.LiveHeap.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Published.C1, e.Published.C2))
 	}
 	twice := ""
-	if im.Kind == memtable.KindKeyIndex {
+	if im.Kind == indexmem.KindKeyIndex {
 		twice = " (and counts the key bytes twice: the harness's []byte per key and the index's arena copy)"
 	}
 	t.Notes = append(t.Notes,
@@ -442,7 +442,7 @@ func (im *IndexMemory) Table() *report.Table {
 
 // indexName describes an index kind.
 func indexName(kind string) string {
-	if kind == memtable.KindPlain {
+	if kind == indexmem.KindPlain {
 		return "plain google/btree of {key []byte, revs []int64} (the baseline)"
 	}
 	return "mvcc's key index (mvcc/keyindex)"

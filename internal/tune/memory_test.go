@@ -14,13 +14,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratadb/strata/internal/memtable"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/indexmem"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // TestMain lets RunMemory re-execute this test binary for a row.
 func TestMain(m *testing.M) {
-	if child, err := memtable.ChildMain(os.Stdout); child {
+	if child, err := indexmem.ChildMain(os.Stdout); child {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -32,11 +32,11 @@ func TestMain(m *testing.M) {
 
 // fakeRows returns a Run that makes up rows from c1 and c2 (live heap),
 // twice as much for TotalAlloc, and records each request.
-func fakeRows(c1, c2 float64, seen *[]memtable.Request) func(context.Context, memtable.Request, io.Writer) (memtable.Row, error) {
-	return func(_ context.Context, req memtable.Request, _ io.Writer) (memtable.Row, error) {
+func fakeRows(c1, c2 float64, seen *[]indexmem.Request) func(context.Context, indexmem.Request, io.Writer) (indexmem.Row, error) {
+	return func(_ context.Context, req indexmem.Request, _ io.Writer) (indexmem.Row, error) {
 		*seen = append(*seen, req)
 		b := float64(req.Keys)*(c1+float64(req.KeySize)) + float64(req.Keys*req.Versions)*c2
-		row := memtable.Row{Kind: req.Kind, Keys: req.Keys, Versions: req.Versions, KeySize: req.KeySize, ValueSize: req.ValueSize,
+		row := indexmem.Row{Kind: req.Kind, Keys: req.Keys, Versions: req.Versions, KeySize: req.KeySize, ValueSize: req.ValueSize,
 			LiveHeapBytes: int64(b), TotalAllocBytes: int64(2 * b)}
 		if req.ValueSize > 0 {
 			row.Kind = "store"
@@ -50,7 +50,7 @@ func fakeRows(c1, c2 float64, seen *[]memtable.Request) func(context.Context, me
 }
 
 func TestRunMemorySeedRows(t *testing.T) {
-	var seen []memtable.Request
+	var seen []indexmem.Request
 	parent := t.TempDir()
 	res, err := RunMemory(context.Background(), MemoryOptions{Index: true, Store: true, Dir: parent, MemtableSizeMB: 8, Run: fakeRows(30, 6, &seen)})
 	if err != nil {
@@ -68,7 +68,7 @@ func TestRunMemorySeedRows(t *testing.T) {
 		t.Errorf("TotalAlloc fit %+v; want c2 = 12", f.TotalAlloc)
 	}
 	for i, r := range res.Index.Rows {
-		if r.Kind != memtable.KindKeyIndex || r.EtcdMB == nil {
+		if r.Kind != indexmem.KindKeyIndex || r.EtcdMB == nil {
 			t.Errorf("index row %d: %+v", i, r)
 		}
 	}
@@ -89,12 +89,12 @@ func TestRunMemorySeedRows(t *testing.T) {
 }
 
 func TestRunMemoryOneRowNoFit(t *testing.T) {
-	var seen []memtable.Request
-	res, err := RunMemory(context.Background(), MemoryOptions{One: true, Keys: 1234, Versions: 3, KeySize: 16, Index: true, Kind: memtable.KindPlain, Run: fakeRows(30, 6, &seen)})
+	var seen []indexmem.Request
+	res, err := RunMemory(context.Background(), MemoryOptions{One: true, Keys: 1234, Versions: 3, KeySize: 16, Index: true, Kind: indexmem.KindPlain, Run: fakeRows(30, 6, &seen)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Store != nil || len(seen) != 1 || seen[0] != (memtable.Request{Kind: memtable.KindPlain, Keys: 1234, Versions: 3, KeySize: 16}) {
+	if res.Store != nil || len(seen) != 1 || seen[0] != (indexmem.Request{Kind: indexmem.KindPlain, Keys: 1234, Versions: 3, KeySize: 16}) {
 		t.Fatalf("requests %+v, store %+v", seen, res.Store)
 	}
 	if res.Index.Fit != nil || res.Index.Rows[0].EtcdMB != nil {
@@ -114,8 +114,8 @@ func TestRunMemoryOneRowNoFit(t *testing.T) {
 func TestRunMemoryRowError(t *testing.T) {
 	boom := errors.New("boom")
 	dir := t.TempDir()
-	_, err := RunMemory(context.Background(), MemoryOptions{Store: true, Dir: dir, Run: func(context.Context, memtable.Request, io.Writer) (memtable.Row, error) {
-		return memtable.Row{}, boom
+	_, err := RunMemory(context.Background(), MemoryOptions{Store: true, Dir: dir, Run: func(context.Context, indexmem.Request, io.Writer) (indexmem.Row, error) {
+		return indexmem.Row{}, boom
 	}})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err %v; want boom", err)

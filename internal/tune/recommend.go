@@ -13,7 +13,7 @@ import (
 
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // Goal is what `tune recommend` optimises: a constraint relative to the

@@ -1,12 +1,12 @@
-package compression
+package rawcodec
 
 // Raw block codecs: each codec applied directly to a byte block, outside
 // Pebble, so that `tune codecs` can measure ratio and speed of every codec on
 // the same blocks, the real LZ4 among them.
 //
-//	b, err := compression.RawCodec("zstd:3")
-//	blocks := compression.SplitBlocks(values, 32<<10)
-//	res, err := compression.Measure(b, blocks, time.Second)
+//	b, err := rawcodec.ByName("zstd:3")
+//	blocks := rawcodec.SplitBlocks(values, 32<<10)
+//	res, err := rawcodec.Measure(b, blocks, time.Second)
 //	fmt.Printf("%s %.2fx %.0f MB/s\n", res.Codec, res.Ratio, res.CompressMBps)
 
 import (
@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/stratadb/strata/compression"
 
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/s2"
@@ -35,10 +37,10 @@ import (
 //  3. A compressed block is self-describing: Decompress needs no side
 //     information such as the uncompressed length.
 //
-// A Block holds encoder state and is not safe for concurrent use; RawCodecs
-// and RawCodec return fresh values, one per goroutine.
+// A Block holds encoder state and is not safe for concurrent use; All
+// and ByName return fresh values, one per goroutine.
 type Block interface {
-	// Name returns the codec's name as accepted by RawCodec ("zstd:3").
+	// Name returns the codec's name as accepted by ByName ("zstd:3").
 	Name() string
 	// Compress returns the compressed form of src, reusing dst if it can.
 	Compress(dst, src []byte) []byte
@@ -46,29 +48,29 @@ type Block interface {
 	Decompress(dst, src []byte) ([]byte, error)
 }
 
-// rawZstdLevels are the zstd levels RawCodecs includes.
+// rawZstdLevels are the zstd levels All includes.
 var rawZstdLevels = [...]int{1, 3, 6, 9, 19}
 
-// MaxRawBlockSize is the largest block Measure accepts and Decompress
+// MaxBlockSize is the largest block Measure accepts and Decompress
 // produces, 128 MiB: twice the longest JSON Lines entity, and well below
 // every raw codec's own limit. Decompress checks a block's length header
 // against it before allocating, so corrupt input cannot demand gigabytes.
-const MaxRawBlockSize = 128 << 20
+const MaxBlockSize = 128 << 20
 
 // errTooLarge is returned for a compressed block whose header claims more
-// than MaxRawBlockSize bytes.
-var errTooLarge = fmt.Errorf("block decodes to more than %d bytes", MaxRawBlockSize)
+// than MaxBlockSize bytes.
+var errTooLarge = fmt.Errorf("block decodes to more than %d bytes", MaxBlockSize)
 
 // checkLen returns err, or errTooLarge if n, the decoded length a block
 // header claims, is out of range.
 func checkLen(n int, err error) error {
-	if err == nil && (n < 0 || n > MaxRawBlockSize) {
+	if err == nil && (n < 0 || n > MaxBlockSize) {
 		return errTooLarge
 	}
 	return err
 }
 
-// rawNames returns the names of the codecs RawCodecs returns, in its order.
+// rawNames returns the names of the codecs All returns, in its order.
 func rawNames() []string {
 	names := []string{"none", "lz4", "snappy"}
 	for _, l := range rawZstdLevels {
@@ -77,13 +79,13 @@ func rawNames() []string {
 	return append(names, "minlz", "minlz-balanced", "s2")
 }
 
-// RawNames lists the names RawCodec accepts, for error messages and help:
-// the names of RawCodecs and "zstd:<1-22>" for any other zstd level.
-func RawNames() []string {
-	return append(rawNames(), fmt.Sprintf("zstd:<1-%d>", MaxZstdLevel))
+// Names lists the names ByName accepts, for error messages and help:
+// the names of All and "zstd:<1-22>" for any other zstd level.
+func Names() []string {
+	return append(rawNames(), fmt.Sprintf("zstd:<1-%d>", compression.MaxZstdLevel))
 }
 
-// RawCodecs returns a fresh Block for each raw codec, in this order:
+// All returns a fresh Block for each raw codec, in this order:
 //
 //   - none: a copy, the baseline (ratio 1.0, memory bandwidth).
 //   - lz4: real LZ4 (github.com/pierrec/lz4/v4 block API, the fast
@@ -104,13 +106,13 @@ func RawNames() []string {
 //     Pebble, a block over minlz.MaxBlockSize (8 MiB) is compressed with
 //     Snappy instead, which minlz.Decode reads.
 //   - s2: github.com/klauspost/compress/s2, the Snappy-compatible format.
-func RawCodecs() []Block {
+func All() []Block {
 	names := rawNames()
 	blocks := make([]Block, len(names))
 	for i, name := range names {
-		b, err := RawCodec(name)
+		b, err := ByName(name)
 		if err != nil {
-			// rawNames lists only names RawCodec accepts.
+			// rawNames lists only names ByName accepts.
 			panic(err)
 		}
 		blocks[i] = b
@@ -118,10 +120,10 @@ func RawCodecs() []Block {
 	return blocks
 }
 
-// RawCodec returns a fresh Block for a name of RawNames; case and surrounding
+// ByName returns a fresh Block for a name of Names; case and surrounding
 // spaces are ignored, and plain "zstd" means zstd:3 as in ParseCodec. An
 // unknown name returns an error listing the allowed names.
-func RawCodec(name string) (Block, error) {
+func ByName(name string) (Block, error) {
 	n := strings.ToLower(strings.TrimSpace(name))
 	switch n {
 	case "none":
@@ -138,11 +140,11 @@ func RawCodec(name string) (Block, error) {
 		return s2Block{}, nil
 	}
 	if strings.HasPrefix(n, "zstd") {
-		if c, err := ParseCodec(n); err == nil && c.Algorithm == Zstd {
+		if c, err := compression.ParseCodec(n); err == nil && c.Algorithm == compression.Zstd {
 			return newZstdBlock(c.Level)
 		}
 	}
-	return nil, fmt.Errorf("compression: unknown raw codec %q: allowed are %s", name, strings.Join(RawNames(), ", "))
+	return nil, fmt.Errorf("unknown codec %q: allowed are %s", name, strings.Join(Names(), ", "))
 }
 
 // grow returns dst resized to n bytes, reusing its backing array if it can.
@@ -188,14 +190,14 @@ func (*lz4Block) Decompress(dst, src []byte) ([]byte, error) {
 	h, k := binary.Uvarint(src)
 	size := h >> 1
 	if k <= 0 {
-		return nil, errors.New("compression: lz4: corrupt length header")
+		return nil, errors.New("rawcodec: lz4: corrupt length header")
 	}
-	if size > MaxRawBlockSize {
-		return nil, fmt.Errorf("compression: lz4: %w", errTooLarge)
+	if size > MaxBlockSize {
+		return nil, fmt.Errorf("rawcodec: lz4: %w", errTooLarge)
 	}
 	if h&1 == 1 {
 		if uint64(len(src)-k) != size {
-			return nil, errors.New("compression: lz4: corrupt stored block")
+			return nil, errors.New("rawcodec: lz4: corrupt stored block")
 		}
 		return append(dst[:0], src[k:]...), nil
 	}
@@ -205,10 +207,10 @@ func (*lz4Block) Decompress(dst, src []byte) ([]byte, error) {
 	}
 	n, err := lz4.UncompressBlock(src[k:], dst)
 	if err != nil {
-		return nil, fmt.Errorf("compression: lz4: %w", err)
+		return nil, fmt.Errorf("rawcodec: lz4: %w", err)
 	}
 	if n != int(size) {
-		return nil, fmt.Errorf("compression: lz4: decompressed %d bytes, header says %d", n, size)
+		return nil, fmt.Errorf("rawcodec: lz4: decompressed %d bytes, header says %d", n, size)
 	}
 	return dst, nil
 }
@@ -221,7 +223,7 @@ func (snappyBlock) Compress(dst, src []byte) []byte { return snappy.Encode(dst[:
 
 func (snappyBlock) Decompress(dst, src []byte) ([]byte, error) {
 	if err := checkLen(snappy.DecodedLen(src)); err != nil {
-		return nil, fmt.Errorf("compression: snappy: %w", err)
+		return nil, fmt.Errorf("rawcodec: snappy: %w", err)
 	}
 	return snappy.Decode(dst[:cap(dst)], src)
 }
@@ -234,7 +236,7 @@ func (s2Block) Compress(dst, src []byte) []byte { return s2.Encode(dst[:cap(dst)
 
 func (s2Block) Decompress(dst, src []byte) ([]byte, error) {
 	if err := checkLen(s2.DecodedLen(src)); err != nil {
-		return nil, fmt.Errorf("compression: s2: %w", err)
+		return nil, fmt.Errorf("rawcodec: s2: %w", err)
 	}
 	return s2.Decode(dst[:cap(dst)], src)
 }
@@ -262,7 +264,7 @@ func (b minlzBlock) Compress(dst, src []byte) []byte {
 
 func (b minlzBlock) Decompress(dst, src []byte) ([]byte, error) {
 	if err := checkLen(minlz.DecodedLen(src)); err != nil {
-		return nil, fmt.Errorf("compression: %s: %w", b.name, err)
+		return nil, fmt.Errorf("rawcodec: %s: %w", b.name, err)
 	}
 	return minlz.Decode(dst, src)
 }
@@ -281,11 +283,11 @@ func newZstdBlock(level int) (*zstdBlock, error) {
 		zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
 		zstd.WithEncoderConcurrency(1))
 	if err != nil {
-		return nil, fmt.Errorf("compression: zstd:%d: %w", level, err)
+		return nil, fmt.Errorf("rawcodec: zstd:%d: %w", level, err)
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxRawBlockSize))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxBlockSize))
 	if err != nil {
-		return nil, fmt.Errorf("compression: zstd:%d: %w", level, err)
+		return nil, fmt.Errorf("rawcodec: zstd:%d: %w", level, err)
 	}
 	return &zstdBlock{level: level, enc: enc, dec: dec}, nil
 }
@@ -297,7 +299,7 @@ func (b *zstdBlock) Compress(dst, src []byte) []byte { return b.enc.EncodeAll(sr
 func (b *zstdBlock) Decompress(dst, src []byte) ([]byte, error) {
 	out, err := b.dec.DecodeAll(src, dst[:0])
 	if err != nil {
-		return nil, fmt.Errorf("compression: zstd: %w", err)
+		return nil, fmt.Errorf("rawcodec: zstd: %w", err)
 	}
 	return out, nil
 }
@@ -330,20 +332,20 @@ type Result struct {
 //  3. Timed passes decompress every block the same way.
 //
 // Blocks must hold at least one byte in total and each at most
-// MaxRawBlockSize bytes. The buffers are reused between blocks, so the timed
+// MaxBlockSize bytes. The buffers are reused between blocks, so the timed
 // passes measure the codec, not the allocator.
 func Measure(b Block, blocks [][]byte, minDuration time.Duration) (Result, error) {
 	res := Result{Codec: b.Name()}
 	maxLen := 0
 	for i, blk := range blocks {
-		if len(blk) > MaxRawBlockSize {
-			return res, fmt.Errorf("compression: measure %s: block %d is %d bytes, over the limit of %d", res.Codec, i, len(blk), MaxRawBlockSize)
+		if len(blk) > MaxBlockSize {
+			return res, fmt.Errorf("rawcodec: measure %s: block %d is %d bytes, over the limit of %d", res.Codec, i, len(blk), MaxBlockSize)
 		}
 		res.RawBytes += int64(len(blk))
 		maxLen = max(maxLen, len(blk))
 	}
 	if res.RawBytes == 0 {
-		return res, fmt.Errorf("compression: measure %s: no data in %d blocks", res.Codec, len(blocks))
+		return res, fmt.Errorf("rawcodec: measure %s: no data in %d blocks", res.Codec, len(blocks))
 	}
 
 	// Pass 1: verify and keep the compressed blocks for decompression.
@@ -356,14 +358,14 @@ func Measure(b Block, blocks [][]byte, minDuration time.Duration) (Result, error
 		var err error
 		scratch, err = b.Decompress(scratch, c)
 		if err != nil {
-			return res, fmt.Errorf("compression: measure %s: block %d: %w", res.Codec, i, err)
+			return res, fmt.Errorf("rawcodec: measure %s: block %d: %w", res.Codec, i, err)
 		}
 		if !bytes.Equal(scratch, blk) {
 			at := 0
 			for at < min(len(blk), len(scratch)) && blk[at] == scratch[at] {
 				at++
 			}
-			return res, fmt.Errorf("compression: measure %s: block %d: round trip mismatch at byte %d (%d bytes in, %d out)", res.Codec, i, at, len(blk), len(scratch))
+			return res, fmt.Errorf("rawcodec: measure %s: block %d: round trip mismatch at byte %d (%d bytes in, %d out)", res.Codec, i, at, len(blk), len(scratch))
 		}
 	}
 	res.Ratio = float64(res.RawBytes) / float64(res.CompressedBytes)
@@ -392,10 +394,10 @@ func Measure(b Block, blocks [][]byte, minDuration time.Duration) (Result, error
 			var err error
 			dbuf, err = b.Decompress(dbuf, c)
 			if err != nil {
-				return res, fmt.Errorf("compression: measure %s: block %d: %w", res.Codec, i, err)
+				return res, fmt.Errorf("rawcodec: measure %s: block %d: %w", res.Codec, i, err)
 			}
 			if len(dbuf) != len(blocks[i]) {
-				return res, fmt.Errorf("compression: measure %s: block %d: decompressed %d bytes, want %d", res.Codec, i, len(dbuf), len(blocks[i]))
+				return res, fmt.Errorf("rawcodec: measure %s: block %d: decompressed %d bytes, want %d", res.Codec, i, len(dbuf), len(blocks[i]))
 			}
 		}
 		passes++

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stratadb/strata/workload"
+	"github.com/stratadb/strata/internal/workload"
 )
 
 func ExampleKey() {

@@ -1,4 +1,4 @@
-package compression
+package rawcodec
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/minio/minlz"
-	"github.com/stratadb/strata/workload"
+	"github.com/stratadb/strata/internal/workload"
 )
 
 // entities returns n generated documents of about size bytes.
@@ -36,15 +36,15 @@ func randomBytes(n int) []byte {
 func TestRawCodecNames(t *testing.T) {
 	want := []string{"none", "lz4", "snappy", "zstd:1", "zstd:3", "zstd:6", "zstd:9", "zstd:19", "minlz", "minlz-balanced", "s2"}
 	var got []string
-	for _, b := range RawCodecs() {
+	for _, b := range All() {
 		got = append(got, b.Name())
-		again, err := RawCodec(b.Name())
+		again, err := ByName(b.Name())
 		if err != nil || again.Name() != b.Name() {
-			t.Errorf("RawCodec(%q) = %v, %v", b.Name(), again, err)
+			t.Errorf("ByName(%q) = %v, %v", b.Name(), again, err)
 		}
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("RawCodecs names %q, want %q", got, want)
+		t.Errorf("All names %q, want %q", got, want)
 	}
 
 	for _, tc := range []struct{ in, want string }{
@@ -54,18 +54,18 @@ func TestRawCodecNames(t *testing.T) {
 		{"zstd-2", "zstd:2"},
 		{"MinLZ-Balanced", "minlz-balanced"},
 	} {
-		b, err := RawCodec(tc.in)
+		b, err := ByName(tc.in)
 		if err != nil || b.Name() != tc.want {
-			t.Errorf("RawCodec(%q) = %v, %v; want %s", tc.in, b, err, tc.want)
+			t.Errorf("ByName(%q) = %v, %v; want %s", tc.in, b, err, tc.want)
 		}
 	}
 
 	const allowed = "allowed are none, lz4, snappy, zstd:1, zstd:3, zstd:6, zstd:9, zstd:19, minlz, minlz-balanced, s2, zstd:<1-22>"
 	for _, name := range []string{"brotli", "zstd:0", "zstd:23", "zstdx", ""} {
-		_, err := RawCodec(name)
-		want := `compression: unknown raw codec "` + name + `": ` + allowed
+		_, err := ByName(name)
+		want := `unknown codec "` + name + `": ` + allowed
 		if err == nil || err.Error() != want {
-			t.Errorf("RawCodec(%q) error %v, want %q", name, err, want)
+			t.Errorf("ByName(%q) error %v, want %q", name, err, want)
 		}
 	}
 }
@@ -81,7 +81,7 @@ func TestRawRoundTrip(t *testing.T) {
 		"json-4k": SplitBlocks(docs, 4<<10)[0],
 		"json-1m": bytes.Join(docs, nil),
 	}
-	for _, b := range RawCodecs() {
+	for _, b := range All() {
 		t.Run("codec="+b.Name(), func(t *testing.T) {
 			var dst, out []byte
 			for name, src := range cases {
@@ -110,7 +110,7 @@ func TestRawRoundTrip(t *testing.T) {
 func TestRawMinLZLargeBlock(t *testing.T) {
 	src := bytes.Repeat([]byte("a block over eight MiB, "), minlz.MaxBlockSize/20)
 	for _, name := range []string{"minlz", "minlz-balanced"} {
-		b, _ := RawCodec(name)
+		b, _ := ByName(name)
 		c := b.Compress(nil, src)
 		out, err := b.Decompress(nil, c)
 		if err != nil || !bytes.Equal(out, src) {
@@ -121,7 +121,7 @@ func TestRawMinLZLargeBlock(t *testing.T) {
 
 func TestRawCorruptInput(t *testing.T) {
 	src := SplitBlocks(entities(50, 2048), 32<<10)[0]
-	for _, b := range RawCodecs() {
+	for _, b := range All() {
 		t.Run("codec="+b.Name(), func(t *testing.T) {
 			c := b.Compress(nil, src)
 			inputs := [][]byte{nil, c[:len(c)/2], randomBytes(300), append([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, c...)}
@@ -147,7 +147,7 @@ func TestRawCorruptInput(t *testing.T) {
 func TestRawHugeHeader(t *testing.T) {
 	in := []byte("\x90\xff\xcf\x9a\x0e`\xa1\x1b\xb3") // uvarint 3,813,932,944
 	for _, name := range []string{"lz4", "snappy", "minlz", "minlz-balanced", "s2"} {
-		b, _ := RawCodec(name)
+		b, _ := ByName(name)
 		if _, err := b.Decompress(nil, in); !errors.Is(err, errTooLarge) {
 			t.Errorf("%s: error %v, want errTooLarge", name, err)
 		}
@@ -157,7 +157,7 @@ func TestRawHugeHeader(t *testing.T) {
 func TestRawRatio(t *testing.T) {
 	random := [][]byte{randomBytes(256 << 10)}
 	docs := SplitBlocks(entities(2000, 2048), 32<<10)
-	for _, b := range RawCodecs() {
+	for _, b := range All() {
 		t.Run("codec="+b.Name(), func(t *testing.T) {
 			r, err := Measure(b, random, 0)
 			if err != nil {
@@ -184,7 +184,7 @@ func TestRawRatio(t *testing.T) {
 }
 
 func TestMeasure(t *testing.T) {
-	b, _ := RawCodec("snappy")
+	b, _ := ByName("snappy")
 	blocks := SplitBlocks(entities(100, 1024), 4<<10)
 	start := time.Now()
 	r, err := Measure(b, blocks, 50*time.Millisecond)
@@ -203,11 +203,11 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("Measure = %+v", r)
 	}
 
-	if _, err := Measure(b, [][]byte{{}, nil}, 0); err == nil || err.Error() != "compression: measure snappy: no data in 2 blocks" {
+	if _, err := Measure(b, [][]byte{{}, nil}, 0); err == nil || err.Error() != "rawcodec: measure snappy: no data in 2 blocks" {
 		t.Errorf("empty blocks: error %v", err)
 	}
 	bad := brokenBlock{b}
-	want := fmt.Sprintf("compression: measure broken: block 0: round trip mismatch at byte 0 (%d bytes in, %[1]d out)", len(blocks[0]))
+	want := fmt.Sprintf("rawcodec: measure broken: block 0: round trip mismatch at byte 0 (%d bytes in, %[1]d out)", len(blocks[0]))
 	if _, err := Measure(bad, blocks, 0); err == nil || err.Error() != want {
 		t.Errorf("broken codec: error %v", err)
 	}
@@ -239,7 +239,7 @@ func (failingBlock) Decompress(dst, src []byte) ([]byte, error) { return nil, er
 func TestRawCodecsNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for range 10 {
-		for _, b := range RawCodecs() {
+		for _, b := range All() {
 			c := b.Compress(nil, []byte("some data, some data"))
 			if _, err := b.Decompress(nil, c); err != nil {
 				t.Fatal(err)
@@ -247,7 +247,7 @@ func TestRawCodecsNoGoroutines(t *testing.T) {
 		}
 	}
 	if after := runtime.NumGoroutine(); after > before {
-		t.Errorf("goroutines: %d before, %d after; RawCodecs must not start any", before, after)
+		t.Errorf("goroutines: %d before, %d after; All must not start any", before, after)
 	}
 }
 
@@ -310,7 +310,7 @@ func FuzzRawCodecs(f *testing.F) {
 	f.Add([]byte("hello, hello, hello, hello"))
 	f.Add([]byte("\x90\xff\xcf\x9a\x0e`\xa1\x1b\xb3")) // claims 3.8 GB
 	f.Add(SplitBlocks(entities(3, 1024), 4<<10)[0])
-	codecs := RawCodecs()
+	codecs := All()
 	for _, b := range codecs {
 		f.Add(b.Compress(nil, []byte("a sample block, a sample block")))
 	}

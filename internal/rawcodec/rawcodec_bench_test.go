@@ -1,4 +1,4 @@
-package compression
+package rawcodec
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 func benchBlocks(size int) [][]byte { return SplitBlocks(entities(512, 2048), size) }
 
 func BenchmarkRawCompress(b *testing.B) {
-	for _, codec := range RawCodecs() {
+	for _, codec := range All() {
 		for _, size := range []int{4 << 10, 32 << 10} {
 			b.Run(fmt.Sprintf("codec=%s/block=%dKB", codec.Name(), size>>10), func(b *testing.B) {
 				blocks := benchBlocks(size)
@@ -31,7 +31,7 @@ func BenchmarkRawCompress(b *testing.B) {
 }
 
 func BenchmarkRawDecompress(b *testing.B) {
-	for _, codec := range RawCodecs() {
+	for _, codec := range All() {
 		for _, size := range []int{4 << 10, 32 << 10} {
 			b.Run(fmt.Sprintf("codec=%s/block=%dKB", codec.Name(), size>>10), func(b *testing.B) {
 				blocks := benchBlocks(size)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/stratadb/strata/report"
+	"github.com/stratadb/strata/internal/report"
 )
 
 func ExampleTable_Render() {

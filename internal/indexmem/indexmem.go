@@ -1,4 +1,4 @@
-// Package memtable measures the memory of the mvcc key index the way etcd's
+// Package indexmem measures the memory of the mvcc key index the way etcd's
 // storage memory benchmark does, and fits etcd's model of it:
 //
 //	bytes = N*(c1 + key_size) + N*versions*c2
@@ -6,9 +6,9 @@
 // where c2 includes the size of a version's pointer. It backs `tune memory`;
 // the command only binds flags and prints.
 //
-//	row, err := memtable.RunRowInChild(ctx, memtable.Request{Keys: 1e6, Versions: 5, KeySize: 64})
-//	c1, c2 := memtable.Fit(rows)             // live heap
-//	t1, t2 := memtable.FitTotalAlloc(rows)   // TotalAlloc, as etcd measured
+//	row, err := indexmem.RunRowInChild(ctx, indexmem.Request{Keys: 1e6, Versions: 5, KeySize: 64})
+//	c1, c2 := indexmem.Fit(rows)             // live heap
+//	t1, t2 := indexmem.FitTotalAlloc(rows)   // TotalAlloc, as etcd measured
 //
 // # Method
 //
@@ -32,7 +32,7 @@
 // mvcc.Store on an on-disk engine with values of that size, and the
 // process's resident set (VmRSS of /proc/self/status), as etcd's "overall
 // memory usage" table does.
-package memtable
+package indexmem
 
 import (
 	"bytes"
@@ -132,24 +132,24 @@ func SeedStoreRows() []Request {
 func (r *Request) validate() error {
 	var errs []error
 	if r.Keys < 1 {
-		errs = append(errs, fmt.Errorf("memtable: keys = %d: must be >= 1", r.Keys))
+		errs = append(errs, fmt.Errorf("indexmem: keys = %d: must be >= 1", r.Keys))
 	}
 	if r.Versions < 1 {
-		errs = append(errs, fmt.Errorf("memtable: versions = %d: must be >= 1", r.Versions))
+		errs = append(errs, fmt.Errorf("indexmem: versions = %d: must be >= 1", r.Versions))
 	}
 	if r.KeySize < 8 || r.KeySize > keyindex.MaxKeySize {
-		errs = append(errs, fmt.Errorf("memtable: key_size = %d: must be in [8, %d] so that keys are distinct", r.KeySize, keyindex.MaxKeySize))
+		errs = append(errs, fmt.Errorf("indexmem: key_size = %d: must be in [8, %d] so that keys are distinct", r.KeySize, keyindex.MaxKeySize))
 	}
 	if r.ValueSize < 0 {
-		errs = append(errs, fmt.Errorf("memtable: value_size = %d: must be >= 0", r.ValueSize))
+		errs = append(errs, fmt.Errorf("indexmem: value_size = %d: must be >= 0", r.ValueSize))
 	}
 	if r.ValueSize > 0 && r.Dir == "" {
-		errs = append(errs, errors.New("memtable: dir is empty: a store row needs a database directory"))
+		errs = append(errs, errors.New("indexmem: dir is empty: a store row needs a database directory"))
 	}
 	switch r.Kind {
 	case "", KindKeyIndex, KindPlain:
 	default:
-		errs = append(errs, fmt.Errorf("memtable: kind = %q: must be %q or %q", r.Kind, KindKeyIndex, KindPlain))
+		errs = append(errs, fmt.Errorf("indexmem: kind = %q: must be %q or %q", r.Kind, KindKeyIndex, KindPlain))
 	}
 	return errors.Join(errs...)
 }
@@ -334,12 +334,12 @@ func RunRowInChild(ctx context.Context, req Request, stderr io.Writer) (Row, err
 	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return Row{}, fmt.Errorf("memtable: child for %s: %w", enc, err)
+		return Row{}, fmt.Errorf("indexmem: child for %s: %w", enc, err)
 	}
 	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
 	var row Row
 	if err := json.Unmarshal(lines[len(lines)-1], &row); err != nil {
-		return Row{}, fmt.Errorf("memtable: child for %s printed %q: %w", enc, out, err)
+		return Row{}, fmt.Errorf("indexmem: child for %s printed %q: %w", enc, out, err)
 	}
 	return row, nil
 }
@@ -356,7 +356,7 @@ func ChildMain(w io.Writer) (bool, error) {
 	}
 	var req Request
 	if err := json.Unmarshal([]byte(enc), &req); err != nil {
-		return true, fmt.Errorf("memtable: %s = %q: %w", childEnv, enc, err)
+		return true, fmt.Errorf("indexmem: %s = %q: %w", childEnv, enc, err)
 	}
 	row, err := Measure(req)
 	if err != nil {

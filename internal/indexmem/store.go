@@ -1,4 +1,4 @@
-package memtable
+package indexmem
 
 import (
 	"bufio"
@@ -93,7 +93,7 @@ func measureStore(req Request) (Row, error) {
 func vmRSS() (int64, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return 0, fmt.Errorf("memtable: RSS needs /proc (Linux): %w", err)
+		return 0, fmt.Errorf("indexmem: RSS needs /proc (Linux): %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -104,16 +104,16 @@ func vmRSS() (int64, error) {
 		}
 		fields := bytes.Fields(line[len("VmRSS:"):])
 		if len(fields) != 2 || string(fields[1]) != "kB" {
-			return 0, fmt.Errorf("memtable: unexpected line %q in /proc/self/status", line)
+			return 0, fmt.Errorf("indexmem: unexpected line %q in /proc/self/status", line)
 		}
 		kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("memtable: %q: %w", line, err)
+			return 0, fmt.Errorf("indexmem: %q: %w", line, err)
 		}
 		return kb << 10, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("memtable: no VmRSS in /proc/self/status")
+	return 0, fmt.Errorf("indexmem: no VmRSS in /proc/self/status")
 }
