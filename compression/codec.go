@@ -10,11 +10,12 @@
 // Pebble's block format has no LZ4. A requested lz4 is stored as MinLZ, the
 // LZ77 byte codec of LZ4's class that Pebble supports; Effective reports the
 // codec that tables really carry, and Strata shows both wherever a codec is
-// reported. The raw codecs (the real LZ4 among them) are measured side by side
-// by the Block codecs in this package (see raw.go) and by `tune codecs`.
+// reported. The raw codecs (the real LZ4 among them) are measured side by
+// side by `tune codecs` (internal/rawcodec).
 package compression
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,17 +60,28 @@ const MaxZstdLevel = 22
 type Codec struct {
 	Algorithm Algorithm
 	Level     int
+	// DefaultLevel is true for a zstd codec whose name gave no level
+	// ("zstd"): Level is DefaultZstdLevel until WithDefaultLevel puts a
+	// configured default (a config's zstd_level) in its place.
+	DefaultLevel bool
 }
+
+// The errors of ParseCodec, told apart with errors.Is.
+var (
+	ErrUnknownCodec = errors.New("compression: unknown codec")
+	ErrZstdLevel    = errors.New("compression: zstd level out of range")
+)
 
 // ParseCodec parses a codec name as written in a config file: none, snappy,
 // lz4, minlz, zstd or zstd:N (also zstd-N). Case and surrounding spaces are
-// ignored; "" and "no" mean none. Plain zstd gets DefaultZstdLevel.
+// ignored; "" and "no" mean none. Plain zstd gets DefaultZstdLevel with
+// DefaultLevel set. An error wraps ErrUnknownCodec or ErrZstdLevel.
 func ParseCodec(s string) (Codec, error) {
 	name := strings.ToLower(strings.TrimSpace(s))
 	if level, ok := cutLevel(name); ok {
 		n, err := strconv.Atoi(level)
 		if err != nil || n < 1 || n > MaxZstdLevel {
-			return Codec{}, fmt.Errorf("compression: codec %q: zstd level must be an integer from 1 to %d", s, MaxZstdLevel)
+			return Codec{}, fmt.Errorf("%w: codec %q: zstd level must be an integer from 1 to %d", ErrZstdLevel, s, MaxZstdLevel)
 		}
 		return Codec{Algorithm: Zstd, Level: n}, nil
 	}
@@ -83,9 +95,19 @@ func ParseCodec(s string) (Codec, error) {
 	case "minlz":
 		return Codec{Algorithm: MinLZ}, nil
 	case "zstd":
-		return Codec{Algorithm: Zstd, Level: DefaultZstdLevel}, nil
+		return Codec{Algorithm: Zstd, Level: DefaultZstdLevel, DefaultLevel: true}, nil
 	}
-	return Codec{}, fmt.Errorf("compression: unknown codec %q: allowed are %s", s, strings.Join(Names(), ", "))
+	return Codec{}, fmt.Errorf("%w %q: allowed are %s", ErrUnknownCodec, s, strings.Join(Names(), ", "))
+}
+
+// WithDefaultLevel returns c with level in place of a default zstd level
+// (DefaultLevel set): how a config's zstd_level applies to a plain "zstd".
+// The result has DefaultLevel false; every other codec is returned as is.
+func (c Codec) WithDefaultLevel(level int) Codec {
+	if c.Algorithm == Zstd && c.DefaultLevel {
+		c.Level, c.DefaultLevel = level, false
+	}
+	return c
 }
 
 func cutLevel(name string) (string, bool) {
@@ -171,7 +193,7 @@ func ParseRocksDBName(s string) (Codec, error) {
 	case "kLZ4Compression":
 		return Codec{Algorithm: LZ4}, nil
 	case "kZSTD", "kZSTDNotFinalCompression":
-		return Codec{Algorithm: Zstd, Level: DefaultZstdLevel}, nil
+		return Codec{Algorithm: Zstd, Level: DefaultZstdLevel, DefaultLevel: true}, nil
 	case "kMinLZCompression":
 		return Codec{Algorithm: MinLZ}, nil
 	}
