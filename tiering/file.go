@@ -171,6 +171,7 @@ func (f *tableFile) Close() error {
 	if e, ok := f.l.files[f.name]; ok && e.creating {
 		e.creating = false
 		e.size = size
+		f.l.fileClosedLocked(f.num, e)
 	}
 	f.l.mu.Unlock()
 	return err

@@ -138,6 +138,11 @@ type fileEntry struct {
 	creating bool // open for writing by Pebble
 	level    int  // from the mover's last scan; -1 unknown
 	placedAs int  // the level its path was chosen for (creation, last move); -1 unknown
+	// est is the size counted in its job's arriving bytes at location estAt
+	// while the job runs: the target file size at placement, the real size
+	// once written.
+	est   int64
+	estAt int
 }
 
 // job is one flush or compaction in flight, from its Begin event to its End.
@@ -207,16 +212,17 @@ type Layout struct {
 
 	dirty []atomic.Bool // per location: entries changed since db_path's handle last synced it
 
-	created      atomic.Int64 // table files created through the FS
-	createdBytes atomic.Int64 // bytes written to them
-	placedKnown  atomic.Int64 // created where their level belongs
-	placedFirst  atomic.Int64 // created in path 0, level unknown
-	placedAhead  atomic.Int64 // flushes placed where move compactions take them
-	movedFiles   atomic.Int64
-	movedBytes   atomic.Int64
-	moveFailures atomic.Int64
-	recovered    RecoveryStats
-	limiter      rateLimiter
+	created        atomic.Int64 // table files created through the FS
+	createdBytes   atomic.Int64 // bytes written to them
+	placedKnown    atomic.Int64 // created where their level belongs
+	placedFirst    atomic.Int64 // created in path 0, level unknown
+	placedAhead    atomic.Int64 // flushes placed where move compactions take them
+	placedOverflow atomic.Int64 // tables beyond their level's target placed as the next level
+	movedFiles     atomic.Int64
+	movedBytes     atomic.Int64
+	moveFailures   atomic.Int64
+	recovered      RecoveryStats
+	limiter        rateLimiter
 
 	wakeCh    chan struct{}
 	stopCh    chan struct{}

@@ -94,17 +94,36 @@ func (l *Layout) choosePath(name string, num uint64) (int, int64, bool) {
 	}
 	est := l.shape.targetFileSize(level, l.plan.BaseLevel)
 	placeAs := l.placeLevelLocked(level)
-	if placeAs != level {
+	switch {
+	case placeAs != level:
 		l.placedAhead.Add(1)
-	}
-	if e, ok := l.files[name]; ok {
-		e.level, e.placedAs = level, placeAs
+	case l.overflowsLocked(level, est):
+		placeAs = level + 1
+		l.placedOverflow.Add(1)
 	}
 	to := l.plan.firstFit(placeAs, 0, est, func(p int) int64 { return l.effUsageLocked(placeAs, p) })
 	if j, ok := l.jobs[l.fileJob[num]]; ok {
 		j.arriving[to] += est
 	}
+	if e, ok := l.files[name]; ok {
+		e.level, e.placedAs = level, placeAs
+		e.est, e.estAt = est, to
+	}
 	return to, est, true
+}
+
+// fileClosed replaces a new file's estimated size in its job's arriving
+// bytes by its real size and location, once Pebble has finished writing
+// it: tables come out up to twice their target size, and the estimates
+// decide where the job's next tables go. l.mu is held.
+func (l *Layout) fileClosedLocked(num uint64, e *fileEntry) {
+	j, ok := l.jobs[l.fileJob[num]]
+	if !ok || e.est == 0 {
+		return
+	}
+	j.arriving[e.estAt] -= e.est
+	j.arriving[e.loc] += e.size
+	e.est, e.estAt = e.size, e.loc
 }
 
 // effUsageLocked estimates the bytes of level on location loc: the last
@@ -183,4 +202,28 @@ func (l *Layout) placeLevelLocked(level int) int {
 		level = l.moveTo[level]
 	}
 	return level
+}
+
+// overflowsLocked reports whether a new table of est bytes takes level
+// beyond its target in the plan: a compaction into a level that is already
+// full (typically Lbase, when an L0 compaction brings it several times its
+// target at once). Pebble soon takes such bytes down to the next level,
+// rewriting them or, where the next level has no overlapping table, moving
+// them unchanged; placed in the next level's path they are where either
+// way leads, and the mover need not copy the moved ones. L0 (whose excess
+// is compaction debt, rewritten into Lbase) and the bottom level never
+// overflow.
+func (l *Layout) overflowsLocked(level int, est int64) bool {
+	if level == 0 || level >= NumLevels-1 || level < l.plan.BaseLevel {
+		return false
+	}
+	target := int64(l.plan.LevelTargets[level])
+	if target <= 0 {
+		return false
+	}
+	var used int64
+	for loc := range l.locs {
+		used += l.effUsageLocked(level, loc)
+	}
+	return used+est > target
 }

@@ -384,8 +384,30 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 	slack := int64(plan.maxSplit())
 	evictOrder := append([]plannedMove(nil), cands...)
 	sort.SliceStable(evictOrder, func(i, j int) bool { return evictOrder[i].level > evictOrder[j].level })
+	// A level over its target has compaction debt: Pebble is about to take
+	// its excess down to the next level. Its tables on a later path than
+	// the level's own (placed there as the next level's, see
+	// overflowsLocked) are where that leads, so they neither count against
+	// that path nor move back up.
+	var excess [NumLevels]int64
+	for level := 1; level < NumLevels-1; level++ {
+		var n int64
+		for _, b := range l.usage[level] {
+			n += b
+		}
+		excess[level] = n - int64(plan.LevelTargets[level])
+	}
+	levelPaths := plan.LevelPaths()
+	debtBelow := func(level, p int) bool {
+		return level > 0 && excess[level] > 0 && levelPaths[level] < p && !plan.allows(level, p)
+	}
 	for p := 0; p < len(l.targets)-1; p++ {
 		target := int64(l.targets[p])
+		for level := range excess {
+			if debtBelow(level, p) {
+				target += min(l.usage[level][p], excess[level])
+			}
+		}
 		// L0 beyond its share is compaction debt, soon compacted away: it
 		// does not count, or a write burst would evict colder tables for
 		// nothing.
@@ -409,7 +431,7 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 			if total[p] <= target {
 				break
 			}
-			if m.from != p || moving[m.name] || m.level < 0 || plan.allows(m.level, p) {
+			if m.from != p || moving[m.name] || m.level < 0 || plan.allows(m.level, p) || debtBelow(m.level, p) {
 				continue
 			}
 			add(m, fit(m, 0))
