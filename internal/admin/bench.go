@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/report"
 )
 
@@ -173,7 +174,7 @@ func newBenchQPSCommand() *cobra.Command {
 		Example: `  strata bench qps --format markdown
   strata bench qps --servers etcd34 --apis v2 --passes 1   # etcd alone
   strata bench qps --ops write --clients 64,256 --runs`,
-		Args: argsNamed(),
+		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	o.AddFlags(cmd.Flags())
@@ -272,7 +273,7 @@ func newBenchMemoryCommand() *cobra.Command {
 		Example: `  strata bench memory --format markdown
   strata bench memory --keys 1000000 --versions 1 --value-sizes 256   # a long row
   strata bench memory --servers strata,etcd34,etcd37`,
-		Args: argsNamed(),
+		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	o.AddFlags(cmd.Flags())

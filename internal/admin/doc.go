@@ -12,6 +12,13 @@
 //	root.SetErr(&stderr)
 //	if err := root.Execute(); err != nil { ... }
 //
+// Each command lives in the file of its name (put.go, get.go, delete.go,
+// scan.go, load.go, flush.go, compact.go, checkpoint.go, stats.go,
+// options.go, serve.go, bench.go) with its options, flags, validation and
+// run; root.go holds the flags every command shares (--config, --db,
+// --verbose) and opens the database. package internal/tune has the same
+// layout for tune, and both build their roots with package internal/cli.
+//
 // Results go to the command's standard output, progress and log lines to its
 // standard error. A command never exits the process: it returns an error, and
 // the caller (cmd/strata) prints it once and exits with status 1.

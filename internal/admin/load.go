@@ -13,15 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/workload"
-	"golang.org/x/term"
-)
-
-// Progress bar modes of load's --progress.
-const (
-	progressAuto   = "auto"
-	progressAlways = "always"
-	progressNever  = "never"
 )
 
 // loadOptions are the options of load.
@@ -30,7 +23,7 @@ type loadOptions struct {
 	file      string
 	batchSize int
 	resume    bool
-	progress  string
+	progress  cli.Progress
 	// waitCompactions makes load wait, before it closes the database, for
 	// the background compactions to bring L0 below Pebble's threshold.
 	waitCompactions bool
@@ -40,23 +33,21 @@ type loadOptions struct {
 func (o *loadOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.batchSize, "batch-size", 1000, "commit every `N` entities as one atomic batch")
 	fs.BoolVar(&o.resume, "resume", false, "skip the lines already loaded: continue after the last entity:%08d key present")
-	fs.StringVar(&o.progress, "progress", progressAuto, "progress bar on stderr, `MODE` auto (when stderr is a terminal and not --verbose), always or never")
+	cli.AddProgressFlag(fs, &o.progress, "progress bar on stderr, `MODE` auto (when stderr is a terminal and not --verbose), always or never")
 	fs.BoolVar(&o.waitCompactions, "wait-compactions", true, "before exiting, wait for the background compactions to bring L0 below Pebble's compaction threshold (false: exit at once and leave the backlog to later opens)")
 }
 
 // Validate checks the flags and the FILE argument.
 func (o *loadOptions) Validate(cmd *cobra.Command) error {
 	var problems []error
-	if err := nonEmpty(cmd, "FILE", o.file); err != nil {
+	if err := cli.NonEmpty(cmd, "FILE", o.file); err != nil {
 		problems = append(problems, err)
 	}
 	if o.batchSize < 1 {
 		problems = append(problems, fmt.Errorf("--batch-size %d: must be >= 1", o.batchSize))
 	}
-	switch o.progress {
-	case progressAuto, progressAlways, progressNever:
-	default:
-		problems = append(problems, fmt.Errorf("--progress %q: must be auto, always or never", o.progress))
+	if err := o.progress.Validate(); err != nil {
+		problems = append(problems, err)
 	}
 	return errors.Join(problems...)
 }
@@ -83,7 +74,7 @@ threshold, then reports how much compaction debt is left, if any.
 		Example: `  strata --config strata.toml load entities.jsonl
   strata --db ./data load entities.jsonl --batch-size 5000
   strata --db ./data load entities.jsonl --resume   # after a crash or a fixed line`,
-		Args: argsNamed("FILE"),
+		Args: cli.Args("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.file = args[0]
 			if err := o.Validate(cmd); err != nil {
@@ -282,7 +273,7 @@ func nextEntity(db *engine.DB) (int, error) {
 // unknown), writing to w, invisible unless --progress says so or w is a terminal (and
 // --verbose is not interleaving log lines).
 func (o *loadOptions) newBar(w io.Writer, size int64) *progressbar.ProgressBar {
-	visible := o.progress == progressAlways || (o.progress == progressAuto && !o.global.verbose && isTerminal(w))
+	visible := o.progress == cli.ProgressAlways || (!o.global.verbose && o.progress.Visible(w))
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetVisibility(visible),
@@ -296,11 +287,6 @@ func (o *loadOptions) newBar(w io.Writer, size int64) *progressbar.ProgressBar {
 		opts = append(opts, progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
 	}
 	return progressbar.NewOptions64(size, opts...)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

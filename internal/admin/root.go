@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/cli"
 )
 
 // NewRootCommand returns the strata command with every subcommand attached.
@@ -20,7 +21,7 @@ import (
 // build and execute any number of them.
 func NewRootCommand() *cobra.Command {
 	g := &globalOptions{}
-	root := &cobra.Command{
+	root := cli.Root(&cobra.Command{
 		Use:   "strata",
 		Short: "Administer a Strata database",
 		Long: `strata administers a Strata database, in the spirit of RocksDB's ldb.
@@ -36,14 +37,6 @@ nothing on disk changes, not even the OPTIONS file.`,
   strata --config strata.toml scan --prefix user: --limit 10
   strata --config strata.toml load entities.jsonl --resume
   strata --config strata.toml options > OPTIONS-rocksdb`,
-		// Errors are printed once, by the caller of Execute; usage is not
-		// repeated after every error (argument errors carry the usage line).
-		SilenceErrors: true,
-		SilenceUsage:  true,
-	}
-	root.CompletionOptions.HiddenDefaultCmd = true
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
 	})
 	g.AddFlags(root.PersistentFlags())
 	root.AddCommand(
@@ -172,35 +165,4 @@ func closeDB(db *engine.DB, err *error) {
 	if cerr := db.Close(); cerr != nil && *err == nil {
 		*err = cerr
 	}
-}
-
-// argsNamed accepts exactly len(names) positional arguments and names the
-// missing or unexpected ones in its error, with the usage line.
-func argsNamed(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		switch {
-		case len(args) < len(names):
-			missing := names[len(args):]
-			noun := "argument"
-			if len(missing) > 1 {
-				noun = "arguments"
-			}
-			return fmt.Errorf("%s: missing %s %s (usage: %s)", cmd.Name(), noun, strings.Join(missing, " and "), cmd.UseLine())
-		case len(args) > len(names):
-			what := "no arguments"
-			if len(names) > 0 {
-				what = "only " + strings.Join(names, " ")
-			}
-			return fmt.Errorf("%s: unexpected argument %q: takes %s (usage: %s)", cmd.Name(), args[len(names)], what, cmd.UseLine())
-		}
-		return nil
-	}
-}
-
-// nonEmpty reports an empty positional argument by name.
-func nonEmpty(cmd *cobra.Command, name, value string) error {
-	if value == "" {
-		return fmt.Errorf("%s: argument %s is empty", cmd.Name(), name)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/cli"
 )
 
 // scanOptions are the options of scan.
@@ -90,7 +91,7 @@ range the flags select. Keys and values are printed as raw bytes.`,
 		Example: `  strata --db ./data scan
   strata --db ./data scan --prefix entity: --limit 10
   strata --db ./data scan --from entity:00000100 --to entity:00000200`,
-		Args: argsNamed(),
+		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if err := o.Validate(); err != nil {
 				return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/server"
 )
 
@@ -79,7 +80,7 @@ in flight and closes the database. See docs/server.md.`,
 		Example: `  strata serve --config strata.toml
   strata serve --db /var/lib/strata --listen 127.0.0.1:2379
   ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:2379 put foo bar`,
-		Args: argsNamed(),
+		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.loadConfig()
 			if err != nil {

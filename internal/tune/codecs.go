@@ -1,15 +1,19 @@
 package tune
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/rawcodec"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/internal/rawcodec"
 	"github.com/stratadb/strata/internal/report"
 )
 
@@ -33,6 +37,13 @@ type CodecsOptions struct {
 	MinTime time.Duration
 	// Progress receives progress, one unit per codec; nil is silent.
 	Progress Progress
+
+	// The command line of tune codecs: addFlags binds them (and BlockSize
+	// and MinTime), validateFlags parses them into the fields above.
+	global *globalFlags
+	data   dataFlags
+	codecs string
+	format report.Format
 }
 
 // ParseCodecList parses a comma-separated list of raw codec names; an
@@ -189,4 +200,77 @@ func (res *CodecsResult) Table() *report.Table {
 		"zstd here is klauspost/compress, which has 4 presets: levels 1-2, 3-5, 6-9 and 10+ each give the same output. Inside tables Pebble uses C zstd (DataDog/zstd) when built with cgo, klauspost/compress without.",
 	}
 	return t
+}
+
+// addFlags registers codecs' flags.
+func (o *CodecsOptions) addFlags(fs *pflag.FlagSet) {
+	o.data.addFlags(fs)
+	fs.IntVar(&o.BlockSize, "block-size", config.Default().BlockSize, "cut the data into blocks of `BYTES` bytes, as a table's data blocks")
+	fs.StringVar(&o.codecs, "codecs", "", "comma-separated `LIST` of raw codecs (default: all of none, lz4, snappy, zstd:1/3/6/9/19, minlz, minlz-balanced, s2)")
+	fs.DurationVar(&o.MinTime, "min-time", DefaultCodecsMinTime, "time each codec's compression and decompression for at least `DURATION`")
+	formatFlag(fs, &o.format, allFormats...)
+}
+
+// validateFlags checks the flags and parses --codecs.
+func (o *CodecsOptions) validateFlags() error {
+	errs := []error{o.global.progress.Validate(), o.data.validate()}
+	if o.BlockSize < 1 || o.BlockSize > rawcodec.MaxBlockSize {
+		errs = append(errs, fmt.Errorf("--block-size %d: must be from 1 to %d", o.BlockSize, rawcodec.MaxBlockSize))
+	}
+	if o.MinTime <= 0 {
+		errs = append(errs, fmt.Errorf("--min-time %s: must be > 0", o.MinTime))
+	}
+	if o.codecs != "" {
+		p, err := ParseCodecList(o.codecs)
+		errs = append(errs, err)
+		o.Codecs = p
+	}
+	return errors.Join(errs...)
+}
+
+func newCodecsCommand(g *globalFlags) *cobra.Command {
+	o := &CodecsOptions{global: g}
+	cmd := &cobra.Command{
+		Use:   "codecs",
+		Short: "Measure the raw block codecs: ratio and speed on one core",
+		Long: `codecs cuts the data (key+value of each entity) into blocks of --block-size
+bytes, as a table's data blocks, and measures each raw codec on one core:
+ratio, compression and decompression speed (MB = MiB of uncompressed data per
+second). lz4 is true LZ4 (pierrec/lz4/v4), shown beside minlz, which is what
+Strata stores when a config asks for lz4; Pebble's table format has no LZ4.`,
+		Example: `  tune codecs
+  tune codecs --block-size 32768 --codecs lz4,minlz,snappy,zstd:3
+  tune codecs --input entities.jsonl --min-time 1s --format markdown`,
+		Args: cli.Args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validateFlags(); err != nil {
+				return err
+			}
+			return o.run(cmd)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+// run measures and prints the table once every codec is measured.
+func (o *CodecsOptions) run(cmd *cobra.Command) error {
+	data, err := o.data.load()
+	if err != nil {
+		return err
+	}
+	bar := o.global.bar(cmd)
+	o.Data, o.Progress = data, bar
+	res, err := RunCodecs(cmd.Context(), *o)
+	if err != nil {
+		bar.Abort()
+		return err
+	}
+	bar.Finish()
+	var out bytes.Buffer
+	if err := res.Table().Write(&out, o.format); err != nil {
+		return err
+	}
+	_, err = cmd.OutOrStdout().Write(out.Bytes())
+	return err
 }

@@ -1,6 +1,10 @@
-// Package tune measures Strata configurations and helps choose one; it is
-// the work behind the tune command (cmd/tune only binds flags to it), so
-// tests and benchmarks can call it too:
+// Package tune measures Strata configurations and helps choose one. It is
+// the tune command: NewRootCommand builds it, and cmd/tune only executes
+// it. Each command lives in the file of its name (compression.go,
+// codecs.go, options.go, import.go, recommend.go, doctor.go, memory.go)
+// with one options struct that holds its flags, their validation, the
+// measurement's inputs and its run; root.go holds the flags every command
+// shares. Tests and benchmarks call the measurements directly:
 //
 //	data, _ := tune.GenerateDataset(10000, 2048, 1) // or tune.LoadDataset("entities.jsonl")
 //	res, err := tune.RunCompression(ctx, tune.CompressionOptions{Data: data, Repeat: 3, Baseline: true})
@@ -19,7 +23,7 @@
 //     as SVG (--plot).
 //   - RunDoctor: findings on an existing database (`tune doctor`).
 //   - RunMemory: etcd's storage memory tables for mvcc's key index and
-//     store, each row in a fresh process (internal/memtable), with c1 and
+//     store, each row in a fresh process (internal/indexmem), with c1 and
 //     c2 of etcd's model fitted (`tune memory`).
 //
 // # The figures of `tune compression`

@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/report"
 )
 
@@ -59,6 +62,14 @@ type DoctorOptions struct {
 	Seed int64
 	// Progress receives the load's progress; nil is silent.
 	Progress Progress
+
+	// The command line of tune doctor: addFlags binds them (and Probe and
+	// Seed); run loads Config and Input from them.
+	global     *globalFlags
+	configPath string
+	dbDir      string
+	input      string
+	format     report.Format
 }
 
 // Finding is one problem doctor found: the figure behind it, the config key
@@ -587,4 +598,103 @@ func (r *DoctorReport) Write(w io.Writer, f report.Format) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// addFlags registers doctor's flags.
+func (o *DoctorOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.configPath, "config", "", "the database's config `FILE`; its db_path is the database")
+	fs.StringVar(&o.dbDir, "db", "", "the database `DIR`, opened with the config recorded in its OPTIONS-rocksdb (or overriding db_path of --config)")
+	fs.StringVar(&o.input, "input", "", "load the JSON Lines `FILE` first (key entity:%08d of the line number from 0), counting stalls")
+	fs.IntVar(&o.Probe, "probe", DefaultProbe, "probe with `N` reads of present keys and N reads of absent keys")
+	fs.Int64Var(&o.Seed, "seed", 1, "`SEED` of the sampled keys")
+	formatFlag(fs, &o.format, report.FormatTable, report.FormatMarkdown, report.FormatJSON)
+}
+
+// validateFlags checks the flags.
+func (o *DoctorOptions) validateFlags() error {
+	errs := []error{o.global.progress.Validate(), checkFormat(o.format, report.FormatTable, report.FormatMarkdown, report.FormatJSON)}
+	if o.configPath == "" && o.dbDir == "" {
+		errs = append(errs, errors.New("need --config FILE or --db DIR"))
+	}
+	if o.Probe < 1 {
+		errs = append(errs, fmt.Errorf("--probe %d: must be >= 1", o.Probe))
+	}
+	return errors.Join(errs...)
+}
+
+func newDoctorCommand(g *globalFlags) *cobra.Command {
+	o := &DoctorOptions{global: g}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Diagnose a database: findings with the figure, the key to change and the value to try",
+		Long: `doctor opens a database, loads --input first if given (counting write
+stalls), probes it with point reads of present keys (sampled by one full scan)
+and of absent keys next to them, reads its metrics and turns the tuning
+guide's troubleshooting section into findings:
+
+  slow point lookups (no bloom filters, or filters that let absent keys
+    through, or many block cache misses per read)  -> bloom_bits_per_key
+  write stalls, compaction debt, many L0 tables     -> max_background_jobs
+  a full block cache with a hit rate below 80%      -> block_cache_size_mb
+                                                       (or memtable_size_mb)
+  tables that kept another level's codec            -> a full compaction
+
+Each finding names the figure behind it, the config key and the value to try.
+Without findings it says "no findings", with the figures it checked. The
+settings accepted without effect on Pebble are listed too.`,
+		Example: `  tune doctor --config strata.toml
+  tune doctor --db data/strata --probe 10000
+  tune doctor --config strata.toml --input entities.jsonl --format json`,
+		Args: cli.Args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validateFlags(); err != nil {
+				return err
+			}
+			return o.run(cmd)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+// loadConfig returns the database's config: --config's file (db_path
+// replaced by --db), or the config recorded in --db's OPTIONS-rocksdb.
+func (o *DoctorOptions) loadConfig() (*config.Config, error) {
+	if o.configPath != "" {
+		cfg, err := loadBase(o.configPath)
+		if err != nil {
+			return nil, err
+		}
+		if o.dbDir != "" {
+			cfg.DBPath = o.dbDir
+		}
+		return cfg, nil
+	}
+	cfg, _, err := DBConfig(o.dbDir)
+	return cfg, err
+}
+
+// run loads the config (and --input), diagnoses and prints the report.
+func (o *DoctorOptions) run(cmd *cobra.Command) error {
+	cfg, err := o.loadConfig()
+	if err != nil {
+		return err
+	}
+	var input *Dataset
+	if o.input != "" {
+		if input, err = LoadDataset(o.input); err != nil {
+			return err
+		}
+	} else if !IsDatabase(cfg.DBPath) {
+		return fmt.Errorf("%w: %s holds no database (give --input FILE to load one)", ErrNotDatabase, cfg.DBPath)
+	}
+	bar := o.global.bar(cmd)
+	o.Config, o.Input, o.Progress = cfg, input, bar
+	rep, err := RunDoctor(cmd.Context(), *o)
+	if err != nil {
+		bar.Abort()
+		return err
+	}
+	bar.Finish()
+	return rep.Write(cmd.OutOrStdout(), o.format)
 }

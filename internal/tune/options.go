@@ -10,7 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/cli"
 )
 
 // ErrNotDatabase is returned for a directory that holds no Strata or
@@ -99,43 +102,69 @@ func WriteDBOptions(w io.Writer, files []OptionsFile) error {
 	return err
 }
 
-// ImportOptions converts the RocksDB OPTIONS file read from r (named name
-// in messages) with config.ImportRocksDBOptions and returns a TOML config
-// (config.Marshal): comment lines first, one per setting not taken over
-// ("# [section] key=value: reason"), then every key. An empty file, a
-// malformed one or one whose values give an invalid config is an error.
-func ImportOptions(r io.Reader, name string) ([]byte, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%s: the file is empty: not a RocksDB OPTIONS file", name)
-	}
-	cfg, unmapped, err := config.ImportRocksDBOptions(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	text, err := cfg.Marshal(config.FormatTOML)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Strata config imported from the RocksDB OPTIONS file %s.\n", oneLine(name))
-	if len(unmapped) == 0 {
-		b.WriteString("# Every setting was taken over.\n")
-	} else {
-		fmt.Fprintf(&b, "# %d setting(s) not taken over (or changed), with the reason:\n", len(unmapped))
-		for _, u := range unmapped {
-			fmt.Fprintf(&b, "#   %s\n", oneLine(u.String()))
-		}
-	}
-	b.WriteString("\n")
-	b.Write(text)
-	return b.Bytes(), nil
+// optionsFlags are the options of tune options: the config or the
+// database whose OPTIONS file is printed.
+type optionsFlags struct {
+	configPath string
+	dbDir      string
 }
 
-// oneLine escapes line breaks, so that text stays within one comment line.
-func oneLine(s string) string {
-	return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(s)
+// addFlags registers options' flags.
+func (o *optionsFlags) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.configPath, "config", "", "print the OPTIONS file of the config `FILE`")
+	fs.StringVar(&o.dbDir, "db", "", "print the options of the existing database in `DIR`, without opening it")
+}
+
+// validate checks that at most one source is given.
+func (o *optionsFlags) validate() error {
+	if o.configPath != "" && o.dbDir != "" {
+		return errors.New("--config and --db are exclusive: give one")
+	}
+	return nil
+}
+
+func newOptionsCommand() *cobra.Command {
+	o := &optionsFlags{}
+	cmd := &cobra.Command{
+		Use:   "options",
+		Short: "Print the RocksDB-format OPTIONS file of a config or a database",
+		Long: `options prints the RocksDB-format OPTIONS file that a config produces
+(--config FILE; without flags, the default config), the file Strata writes
+into db_path on every open.
+
+With --db DIR it prints the effective options of an existing database without
+opening it: the OPTIONS-rocksdb file Strata wrote at the last open, then
+Pebble's newest OPTIONS-NNNNNN file. A directory with neither is not a
+database. To turn the database's options back into a config, run
+"tune import DIR/OPTIONS-rocksdb".`,
+		Example: `  tune options --config strata.toml > OPTIONS-rocksdb
+  tune options --db data/strata | grep compression
+  tune options                                   # the default config`,
+		Args: cli.Args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+// run prints the database's OPTIONS files, or the config's.
+func (o *optionsFlags) run(cmd *cobra.Command) error {
+	if o.dbDir != "" {
+		files, err := ReadDBOptions(o.dbDir)
+		if err != nil {
+			return err
+		}
+		return WriteDBOptions(cmd.OutOrStdout(), files)
+	}
+	cfg, err := loadBase(o.configPath)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(cmd.OutOrStdout(), cfg.RocksDBOptions())
+	return err
 }

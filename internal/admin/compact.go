@@ -1,0 +1,35 @@
+package admin
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stratadb/strata/internal/cli"
+)
+
+func newCompactCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "compact",
+		Short: "Compact the whole key space to the bottommost level",
+		Long: `compact compacts every key down to the bottom of the LSM and rewrites any
+table whose codec is not its level's, so afterwards the bottommost level
+carries compression_bottommost (RocksDB's CompactRange with
+bottommost_level_compaction = kForce). It prints the elapsed time.`,
+		Example: `  strata --config strata.toml compact`,
+		Args:    cli.Args(),
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			db, err := g.open(g.logger(cmd), mustExist)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db, &err)
+			began := time.Now()
+			if err := db.CompactAll(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "compacted in %s\n", formatElapsed(time.Since(began)))
+			return err
+		},
+	}
+}
