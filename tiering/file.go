@@ -97,7 +97,7 @@ func (f *tableFile) Write(p []byte) (int, error) {
 		n += m
 		f.off += int64(m)
 	}
-	f.l.createdBytes.Add(int64(n))
+	f.l.count(func(c *Counters) { c.CreatedBytes += int64(n) })
 	return n, f.fixErr(err)
 }
 
@@ -116,7 +116,7 @@ func (f *tableFile) WriteAt(p []byte, off int64) (int, error) {
 		n += m
 		f.off = max(f.off, off+int64(n))
 	}
-	f.l.createdBytes.Add(int64(n))
+	f.l.count(func(c *Counters) { c.CreatedBytes += int64(n) })
 	return n, f.fixErr(err)
 }
 
@@ -183,10 +183,10 @@ func (f *tableFile) Close() error {
 func (l *Layout) placeFile(name string, num uint64, category vfs.DiskWriteCategory, ph vfs.File) (vfs.File, int) {
 	to, est, known := l.choosePath(name, num)
 	if !known {
-		l.placedFirst.Add(1)
+		l.count(func(c *Counters) { c.PlacedInFirstPath++ })
 		return ph, 0
 	}
-	l.placedKnown.Add(1)
+	l.count(func(c *Counters) { c.PlacedAtCreation++ })
 	to = l.withRoom(to, est)
 	if to == 0 {
 		return ph, 0

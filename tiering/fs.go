@@ -90,7 +90,7 @@ func (fs *tieredFS) Create(name string, category vfs.DiskWriteCategory) (vfs.Fil
 	l.mu.Lock()
 	l.files[base] = &fileEntry{loc: 0, creating: true, level: -1, placedAs: -1}
 	l.mu.Unlock()
-	l.created.Add(1)
+	l.count(func(c *Counters) { c.CreatedFiles++ })
 	return &tableFile{l: l, name: base, num: num, kind: kind, category: category, inner: f}, nil
 }
 

@@ -186,43 +186,32 @@ type Layout struct {
 	targets  []uint64
 	fs       *tieredFS
 
-	mu            sync.Mutex // guards the fields below, up to passMu
-	files         map[string]*fileEntry
-	plan          Plan
-	usage         [NumLevels]map[int]int64 // bytes per level per location, from the last scan
-	jobs          map[int]*job
-	pending       map[uint64]int // file number -> output level, between TableCreated and first write
-	fileJob       map[uint64]int // file number -> job
-	db            *pebble.DB
-	pstats        []pathCounters
-	drained       map[int]bool
-	orphans       []string // old copies whose removal after a switch failed
-	movedByReason [numMoveReasons]int64
-	fullAt        []time.Time // per location: when it last returned ENOSPC; zero when it has room
-	spilledFiles  []int64     // per location: new tables sent elsewhere because it was full
-	spilledBytes  []int64     // per location: bytes copied off it when a table's write hit ENOSPC
-	readers       map[string]map[*readFile]struct{}
-	retained      []int64                     // per location: bytes of moved-away copies a reader still holds open
-	interrupted   int64                       // moves stopped by Close before their switch
-	fates         [NumLevels][fateWindow]bool // latest compactions out of each level: moved down unchanged?
-	fateNext      [NumLevels]int              // compactions out of each level seen
-	moveTo        [NumLevels]int              // output level of the latest move out of each level
+	mu       sync.Mutex // guards the fields below, up to passMu
+	files    map[string]*fileEntry
+	plan     Plan
+	usage    [NumLevels]map[int]int64 // bytes per level per location, from the last scan
+	jobs     map[int]*job
+	pending  map[uint64]int // file number -> output level, between TableCreated and first write
+	fileJob  map[uint64]int // file number -> job
+	db       *pebble.DB
+	pstats   []pathCounters // per location
+	drained  map[int]bool
+	orphans  []string    // old copies whose removal after a switch failed
+	fullAt   []time.Time // per location: when it last returned ENOSPC; zero when it has room
+	readers  map[string]map[*readFile]struct{}
+	retained []int64                     // per location: bytes of moved-away copies a reader still holds open
+	fates    [NumLevels][fateWindow]bool // latest compactions out of each level: moved down unchanged?
+	fateNext [NumLevels]int              // compactions out of each level seen
+	moveTo   [NumLevels]int              // output level of the latest move out of each level
 
 	passMu sync.Mutex // one mover pass at a time
 
 	dirty []atomic.Bool // per location: entries changed since db_path's handle last synced it
 
-	created        atomic.Int64 // table files created through the FS
-	createdBytes   atomic.Int64 // bytes written to them
-	placedKnown    atomic.Int64 // created where their level belongs
-	placedFirst    atomic.Int64 // created in path 0, level unknown
-	placedAhead    atomic.Int64 // flushes placed where move compactions take them
-	placedOverflow atomic.Int64 // tables beyond their level's target placed as the next level
-	movedFiles     atomic.Int64
-	movedBytes     atomic.Int64
-	moveFailures   atomic.Int64
-	recovered      RecoveryStats
-	limiter        rateLimiter
+	countMu sync.Mutex // guards counts; taken last, never held while taking another lock
+	counts  Counters
+
+	limiter rateLimiter
 
 	wakeCh    chan struct{}
 	stopCh    chan struct{}
@@ -233,11 +222,28 @@ type Layout struct {
 	attached  atomic.Bool
 }
 
-// pathCounters are the mover's counts for one location.
+// pathCounters are the running counts of one location (guarded by
+// Layout.mu): the mover's moves in and out, and the new tables sent
+// elsewhere because it was full.
 type pathCounters struct {
 	movedInFiles, movedInBytes   int64
 	movedOutFiles, movedOutBytes int64
 	failures                     int64
+	spilledFiles, spilledBytes   int64
+}
+
+// count updates the layout's counters.
+func (l *Layout) count(update func(c *Counters)) {
+	l.countMu.Lock()
+	update(&l.counts)
+	l.countMu.Unlock()
+}
+
+// Counters returns the layout's running totals since New.
+func (l *Layout) Counters() Counters {
+	l.countMu.Lock()
+	defer l.countMu.Unlock()
+	return l.counts
 }
 
 // RecoveryStats counts what New cleaned up.
@@ -335,8 +341,6 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 	l.pstats = make([]pathCounters, len(l.locs))
 	l.dirty = make([]atomic.Bool, len(l.locs))
 	l.fullAt = make([]time.Time, len(l.locs))
-	l.spilledFiles = make([]int64, len(l.locs))
-	l.spilledBytes = make([]int64, len(l.locs))
 	l.retained = make([]int64, len(l.locs))
 	l.readers = make(map[string]map[*readFile]struct{})
 	for i := range l.usage {
@@ -491,7 +495,7 @@ func (l *Layout) recover() error {
 				if err := l.base.Remove(full); err != nil && !oserror.IsNotExist(err) {
 					return fmt.Errorf("tiering: remove partial copy %q: %w", full, err)
 				}
-				l.recovered.TempsRemoved++
+				l.counts.Recovery.TempsRemoved++
 				dirty = true
 				continue
 			}
@@ -531,7 +535,7 @@ func (l *Layout) recover() error {
 				return fmt.Errorf("tiering: remove duplicate %q: %w", full, err)
 			}
 			l.logf("tiering: removed duplicate %s (%d bytes), kept the copy in %s (%d bytes)", full, c.size, l.locs[copies[0].loc].dir, copies[0].size)
-			l.recovered.DuplicatesRemoved++
+			l.counts.Recovery.DuplicatesRemoved++
 			dirty[c.loc] = true
 		}
 		l.files[name] = &fileEntry{loc: copies[0].loc, size: copies[0].size, level: -1, placedAs: -1}

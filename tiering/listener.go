@@ -96,10 +96,10 @@ func (l *Layout) choosePath(name string, num uint64) (int, int64, bool) {
 	placeAs := l.placeLevelLocked(level)
 	switch {
 	case placeAs != level:
-		l.placedAhead.Add(1)
+		l.count(func(c *Counters) { c.PlacedDown++ })
 	case l.overflowsLocked(level, est):
 		placeAs = level + 1
-		l.placedOverflow.Add(1)
+		l.count(func(c *Counters) { c.PlacedOverflow++ })
 	}
 	to := l.plan.firstFit(placeAs, 0, est, func(p int) int64 { return l.effUsageLocked(placeAs, p) })
 	if j, ok := l.jobs[l.fileJob[num]]; ok {

@@ -403,9 +403,11 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 	}
 	for p := 0; p < len(l.targets)-1; p++ {
 		target := int64(l.targets[p])
+		var debt [NumLevels]int64 // bytes of each level left alone on p
 		for level := range excess {
 			if debtBelow(level, p) {
-				target += min(l.usage[level][p], excess[level])
+				debt[level] = min(l.usage[level][p], excess[level])
+				target += debt[level]
 			}
 		}
 		// L0 beyond its share is compaction debt, soon compacted away: it
@@ -431,7 +433,11 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 			if total[p] <= target {
 				break
 			}
-			if m.from != p || moving[m.name] || m.level < 0 || plan.allows(m.level, p) || debtBelow(m.level, p) {
+			if m.from != p || moving[m.name] || m.level < 0 || plan.allows(m.level, p) {
+				continue
+			}
+			if debt[m.level] >= m.size {
+				debt[m.level] -= m.size
 				continue
 			}
 			add(m, fit(m, 0))
@@ -645,22 +651,24 @@ func (l *Layout) recordMove(m plannedMove, n int64, err error) {
 	defer l.mu.Unlock()
 	switch {
 	case err == nil:
-		l.movedFiles.Add(1)
-		l.movedBytes.Add(n)
-		l.movedByReason[m.reason] += n
+		l.count(func(c *Counters) {
+			c.MovedFiles++
+			c.MovedBytes += n
+			c.MovedBytesByReason[m.reason] += n
+		})
 		l.pstats[m.from].movedOutFiles++
 		l.pstats[m.from].movedOutBytes += n
 		l.pstats[m.to].movedInFiles++
 		l.pstats[m.to].movedInBytes += n
 	case errors.Is(err, errStopped):
-		l.interrupted++
+		l.count(func(c *Counters) { c.MovesInterrupted++ })
 		l.logf("tiering: move of %s from %s to %s interrupted by Close; the next pass redoes it", m.name, l.locs[m.from].dir, l.locs[m.to].dir)
 	case errors.Is(err, ErrObsolete):
 	default:
 		if vfs.IsNoSpaceError(err) {
 			l.fullAt[m.to] = time.Now()
 		}
-		l.moveFailures.Add(1)
+		l.count(func(c *Counters) { c.MoveFailures++ })
 		l.pstats[m.to].failures++
 		l.errorf("tiering: move %s from %s to %s: %v", m.name, l.locs[m.from].dir, l.locs[m.to].dir, err)
 	}

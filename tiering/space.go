@@ -83,7 +83,7 @@ func (l *Layout) withRoom(to int, need int64) int {
 	for _, p := range l.spillOrder(to) {
 		if l.hasRoom(p, need) {
 			l.mu.Lock()
-			l.spilledFiles[to]++
+			l.pstats[to].spilledFiles++
 			l.mu.Unlock()
 			return p
 		}
@@ -134,8 +134,8 @@ func (f *tableFile) relocateLocked() error {
 		if e, ok := l.files[f.name]; ok && e.creating {
 			e.loc = to
 		}
-		l.spilledFiles[from]++
-		l.spilledBytes[from] += f.off
+		l.pstats[from].spilledFiles++
+		l.pstats[from].spilledBytes += f.off
 		l.mu.Unlock()
 		l.markDirty(from)
 		if err := l.base.Remove(old); err != nil {

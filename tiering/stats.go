@@ -45,13 +45,11 @@ type PathStats struct {
 	MoveFailures int64
 }
 
-// Stats is a snapshot of the layout.
-type Stats struct {
-	// Paths lists the configured paths in order, then draining directories.
-	Paths []PathStats
-	// Plan is the current placement plan; LevelPaths its level-to-path map.
-	Plan       Plan
-	LevelPaths [NumLevels]int
+// Counters are the layout's running totals since New: the files Pebble
+// created through the layout and how they were placed, the mover's work,
+// and what New recovered. Layout.Counters returns them; Stats carries them
+// beside the per-path figures.
+type Counters struct {
 	// CreatedFiles counts table and blob files Pebble created through the
 	// FS, CreatedBytes the bytes written to them.
 	CreatedFiles, CreatedBytes int64
@@ -63,6 +61,10 @@ type Stats struct {
 	// move compactions were taking their level's recent tables to (keys
 	// written in order), rather than in their own level's path.
 	PlacedDown int64
+	// PlacedOverflow counts new tables placed in the next level's path
+	// because their own level was already over its target (compaction debt
+	// that Pebble takes down to the next level).
+	PlacedOverflow int64
 	// MovedFiles, MovedBytes and MoveFailures total the mover's work.
 	MovedFiles, MovedBytes, MoveFailures int64
 	// MovedBytesByReason splits MovedBytes by MoveReason.
@@ -79,32 +81,34 @@ type Stats struct {
 
 // MovedShare is MovedBytes as a fraction of CreatedBytes: the extra writes
 // the mover costs relative to what Pebble wrote.
-func (s Stats) MovedShare() float64 {
-	if s.CreatedBytes == 0 {
+func (c Counters) MovedShare() float64 {
+	if c.CreatedBytes == 0 {
 		return 0
 	}
-	return float64(s.MovedBytes) / float64(s.CreatedBytes)
+	return float64(c.MovedBytes) / float64(c.CreatedBytes)
 }
 
-// Stats returns a snapshot of per-path usage, the plan and the mover's
-// counts.
+// Stats is a snapshot of the layout: per path usage, the plan, and the
+// running totals.
+type Stats struct {
+	// Paths lists the configured paths in order, then draining directories.
+	Paths []PathStats
+	// Plan is the current placement plan; LevelPaths its level-to-path map.
+	Plan       Plan
+	LevelPaths [NumLevels]int
+	Counters
+}
+
+// Stats returns a snapshot of per-path usage, the plan and the running
+// totals.
 func (l *Layout) Stats() Stats {
+	counts := l.Counters()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Stats{
-		Plan:               l.plan,
-		LevelPaths:         l.plan.LevelPaths(),
-		CreatedFiles:       l.created.Load(),
-		CreatedBytes:       l.createdBytes.Load(),
-		PlacedAtCreation:   l.placedKnown.Load(),
-		PlacedInFirstPath:  l.placedFirst.Load(),
-		PlacedDown:         l.placedAhead.Load(),
-		MovedFiles:         l.movedFiles.Load(),
-		MovedBytes:         l.movedBytes.Load(),
-		MoveFailures:       l.moveFailures.Load(),
-		Recovery:           l.recovered,
-		MovedBytesByReason: l.movedByReason,
-		MovesInterrupted:   l.interrupted,
+		Plan:       l.plan,
+		LevelPaths: l.plan.LevelPaths(),
+		Counters:   counts,
 	}
 	s.Paths = make([]PathStats, len(l.locs))
 	for i, loc := range l.locs {
@@ -121,10 +125,10 @@ func (l *Layout) Stats() Stats {
 			RetainedBytes: l.retained[i],
 			Bytes:         l.retained[i],
 			Full:          !l.fullAt[i].IsZero(),
-			SpilledFiles:  l.spilledFiles[i],
-			SpilledBytes:  l.spilledBytes[i],
+			SpilledFiles:  c.spilledFiles,
+			SpilledBytes:  c.spilledBytes,
 		}
-		s.SpilledFiles += l.spilledFiles[i]
+		s.SpilledFiles += c.spilledFiles
 		if !loc.drain {
 			s.Paths[i].Levels = l.plan.PathLevels(i)
 		}
@@ -165,8 +169,8 @@ func (s Stats) String() string {
 	}
 	_ = w.Flush()
 	fmt.Fprintf(&b, "plan: %s\n", s.Plan)
-	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation (%d where move compactions take them), %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
-		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedDown, s.PlacedInFirstPath,
+	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation (%d where move compactions take them, %d as the next level's), %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
+		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedDown, s.PlacedOverflow, s.PlacedInFirstPath,
 		s.MovedFiles, humanBytes(uint64(s.MovedBytes)), 100*s.MovedShare(), s.MoveFailures)
 	if s.MovesInterrupted > 0 || s.SpilledFiles > 0 {
 		fmt.Fprintf(&b, "%d moves interrupted by Close (redone later); %d new tables spilled to a later path because theirs was full\n", s.MovesInterrupted, s.SpilledFiles)
