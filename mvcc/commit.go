@@ -104,13 +104,21 @@ func (t *writeTxn) fetch(r keyindex.Revision) (record, error) {
 	return t.s.fetch(r)
 }
 
-// fetch reads the record of revision r from the engine.
+// fetch reads the record of revision r from the record cache or the
+// engine. The record's key and value are the caller's.
 func (s *Store) fetch(r keyindex.Revision) (record, error) {
+	if enc, ok := s.recs.get(r); ok {
+		return decodeRecord(append([]byte(nil), enc...))
+	}
 	v, err := s.db.Get(revKey(r))
 	if err != nil {
 		return record{}, s.readError(r, err)
 	}
-	return decodeRecord(v)
+	rec, err := decodeRecord(v)
+	if err == nil {
+		s.recs.add(r, v)
+	}
+	return rec, err
 }
 
 // abort ends a write that failed after it changed the index: the store
@@ -149,6 +157,10 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 		if err := b.Put(key, val); err != nil {
 			return TxnResponse{}, t.abort(err)
 		}
+		// The next put of a hot key returns this as its prev_kv, and
+		// reads of the key fetch it: keep it (a failed commit below
+		// fails the store, cache and all).
+		s.recs.add(t.writes[i].rev, val)
 	}
 	p := &pending{index: t.index, writes: t.writes, done: make(chan struct{})}
 	if len(t.writes) > 0 {

@@ -116,11 +116,7 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 		return res, nil
 	}
 	if len(hits) == 1 {
-		v, err := s.db.Get(revKey(hits[0].keyRev.Mod))
-		if err != nil {
-			return RangeResult{}, s.readError(hits[0].keyRev.Mod, err)
-		}
-		rec, err := decodeRecord(v)
+		rec, err := s.fetch(hits[0].keyRev.Mod)
 		if err != nil {
 			return RangeResult{}, err
 		}

@@ -109,6 +109,9 @@ type Store struct {
 	// revisions above rev, which readers do not see) or publishes.
 	mu sync.RWMutex
 	ix *keyindex.Index
+	// recs caches recent records by revision (see recordCache); it needs
+	// no lock.
+	recs recordCache
 	// rev is the current revision: the last one durable and published.
 	rev int64
 	// compactRev is the revision of the last compaction scheduled, -1 if

@@ -24,6 +24,11 @@ import (
 // as in etcd.
 const grpcOverheadBytes = 512 * 1024
 
+// streamWorkers is the number of goroutines that serve gRPC requests
+// (see serve): enough for the requests that wait on a WAL sync at once
+// under a few hundred clients, at a few KiB of stack each.
+const streamWorkers = 64
+
 // serve builds the gRPC and HTTP servers and starts serving both on the
 // one listener, as etcd does: without TLS, cmux sends HTTP/2 connections
 // (gRPC) to the gRPC server and the rest to net/http; with TLS, net/http
@@ -37,6 +42,12 @@ func (s *Server) serve() error {
 		grpc.MaxConcurrentStreams(uint32(sc.MaxConcurrentStreams)),
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.stream),
+		// Serve requests on a pool of goroutines whose stacks have already
+		// grown to what a request needs, instead of a new goroutine per
+		// stream that grows its stack (copying it) on every request: the
+		// copies were a fifth of the CPU of a v3 read. Past the pool, gRPC
+		// starts goroutines as before.
+		grpc.NumStreamWorkers(streamWorkers),
 		// etcd's: clients may ping every 5 s, also without streams.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
