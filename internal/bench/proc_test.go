@@ -1,68 +1,8 @@
 package bench
 
 import (
-	"os"
 	"testing"
 )
-
-func TestParseStatCPU(t *testing.T) {
-	// The command name may hold spaces and parentheses.
-	line := "4242 (a) (b c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 8 0 100 0 0\n"
-	got, err := parseStatCPU([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != 3.8 {
-		t.Errorf("cpu = %v, want 3.8 (250 + 130 ticks)", got)
-	}
-	for _, bad := range []string{"", "4242 (x S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 2a0 130 0"} {
-		if _, err := parseStatCPU([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-func TestStatusKB(t *testing.T) {
-	status := []byte("Name:\tetcd\nVmPeak:\t  900 kB\nVmRSS:\t   12345 kB\nRssAnon:\t    345 kB\nThreads:\t9\n")
-	if got, err := statusKB(status, "VmRSS"); err != nil || got != 12345*1024 {
-		t.Errorf("VmRSS = %d, %v; want %d", got, err, 12345*1024)
-	}
-	if got, err := statusKB(status, "RssAnon"); err != nil || got != 345*1024 {
-		t.Errorf("RssAnon = %d, %v; want %d", got, err, 345*1024)
-	}
-	for _, bad := range []string{"Name:\tx\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n"} {
-		if _, err := statusKB([]byte(bad), "VmRSS"); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-// TestProcSelf reads this process's own /proc files: CPU grows with work.
-func TestProcSelf(t *testing.T) {
-	pid := os.Getpid()
-	rss, anon, err := ProcRSS(pid)
-	if err != nil || anon <= 0 || anon > rss {
-		t.Fatalf("ProcRSS = %d, %d, %v: want 0 < anon <= rss", rss, anon, err)
-	}
-	before, err := ProcCPU(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := 0
-	after := before
-	for round := 0; after < before+0.05; round++ {
-		if round == 1000 {
-			t.Fatalf("CPU time stayed at %v s through 10^10 additions", after)
-		}
-		for i := range 10_000_000 {
-			x += i
-		}
-		if after, err = ProcCPU(pid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = x
-}
 
 func TestFreePorts(t *testing.T) {
 	ps, err := freePorts(3)

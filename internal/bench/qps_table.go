@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stratadb/strata/internal/report"
+	"github.com/stratadb/strata/internal/stats"
 )
 
 // summary is one row's medians on one server.
@@ -29,7 +30,7 @@ func (res *QPSResult) summarize(row QPSRow, k Kind) summary {
 		s.errors += smp.Result.Errors
 	}
 	if len(qps) > 0 {
-		s.qps, s.p90ms, s.cpu1k, s.load1k = median(qps), median(p90), median(cpu), median(load)
+		s.qps, s.p90ms, s.cpu1k, s.load1k = stats.Median(qps), stats.Median(p90), stats.Median(cpu), stats.Median(load)
 	}
 	return s
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stratadb/strata/internal/procfs"
 )
 
 // Kind names a server under test.
@@ -254,11 +256,11 @@ func getJSON(ctx context.Context, client *http.Client, url string, into any) err
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 // CPU is the CPU time in seconds the server has used so far.
-func (s *Server) CPU() (float64, error) { return ProcCPU(s.PID()) }
+func (s *Server) CPU() (float64, error) { return procfs.CPU(s.PID()) }
 
 // RSS is the server's resident set size in bytes, and its anonymous part
-// (see ProcRSS).
-func (s *Server) RSS() (rss, anon int64, err error) { return ProcRSS(s.PID()) }
+// (see procfs.RSS).
+func (s *Server) RSS() (rss, anon int64, err error) { return procfs.RSS(s.PID()) }
 
 // stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
 const stopTimeout = 20 * time.Second

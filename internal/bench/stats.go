@@ -2,7 +2,6 @@ package bench
 
 import (
 	"math"
-	"slices"
 	"time"
 )
 
@@ -17,21 +16,6 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
 	rank = min(max(rank, 1), len(sorted))
 	return sorted[rank-1]
-}
-
-// median returns the median of xs (the mean of the middle two for an even
-// count), or NaN for none. xs is not modified.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // ratio is a/b, or NaN when either is missing (NaN) or b is 0.

@@ -24,14 +24,7 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
-func TestMedianRatio(t *testing.T) {
-	xs := []float64{3, 1, 2}
-	if median(xs) != 2 || xs[0] != 3 {
-		t.Errorf("median %v (input now %v)", median(xs), xs)
-	}
-	if median([]float64{4, 1, 3, 2}) != 2.5 || !math.IsNaN(median(nil)) {
-		t.Error("even count or empty")
-	}
+func TestRatioCell(t *testing.T) {
 	if ratio(6, 3) != 2 || !math.IsNaN(ratio(1, 0)) || !math.IsNaN(ratio(math.NaN(), 1)) {
 		t.Error("ratio")
 	}

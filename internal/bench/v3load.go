@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratadb/strata/internal/procfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -92,7 +93,7 @@ func (l V3Load) Run(ctx context.Context) (Result, error) {
 		mu     sync.Mutex
 		lastOK time.Time
 	)
-	cpu0, cpuErr := ProcCPU(os.Getpid())
+	cpu0, cpuErr := procfs.CPU(os.Getpid())
 	start := time.Now()
 	for w := range l.Clients {
 		kv := conns[w%len(conns)].KV
@@ -131,7 +132,7 @@ func (l V3Load) Run(ctx context.Context) (Result, error) {
 	wg.Wait()
 	sent := min(int(next.Load()), l.Total)
 	r := Result{Errors: int(errs.Load())}
-	if cpu1, err := ProcCPU(os.Getpid()); err == nil && cpuErr == nil {
+	if cpu1, err := procfs.CPU(os.Getpid()); err == nil && cpuErr == nil {
 		r.LoadCPUSeconds = cpu1 - cpu0
 	}
 	r.Requests = sent - r.Errors
