@@ -1,17 +1,14 @@
 package indexmem
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/procfs"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -71,7 +68,7 @@ func measureStore(req Request) (Row, error) {
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	rss, err := vmRSS()
+	rss, _, err := procfs.RSS(os.Getpid())
 	if err != nil {
 		return Row{}, err
 	}
@@ -87,33 +84,4 @@ func measureStore(req Request) (Row, error) {
 		RSSBytes:        rss,
 		BuildSeconds:    elapsed.Seconds(),
 	}, nil
-}
-
-// vmRSS reads the resident set size of this process from /proc/self/status.
-func vmRSS() (int64, error) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("indexmem: RSS needs /proc (Linux): %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte("VmRSS:")) {
-			continue
-		}
-		fields := bytes.Fields(line[len("VmRSS:"):])
-		if len(fields) != 2 || string(fields[1]) != "kB" {
-			return 0, fmt.Errorf("indexmem: unexpected line %q in /proc/self/status", line)
-		}
-		kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("indexmem: %q: %w", line, err)
-		}
-		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("indexmem: no VmRSS in /proc/self/status")
 }
