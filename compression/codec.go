@@ -81,7 +81,7 @@ func ParseCodec(s string) (Codec, error) {
 	if level, ok := cutLevel(name); ok {
 		n, err := strconv.Atoi(level)
 		if err != nil || n < 1 || n > MaxZstdLevel {
-			return Codec{}, fmt.Errorf("%w: codec %q: zstd level must be an integer from 1 to %d", ErrZstdLevel, s, MaxZstdLevel)
+			return Codec{}, &parseError{fmt.Sprintf("compression: codec %q: zstd level must be an integer from 1 to %d", s, MaxZstdLevel), ErrZstdLevel}
 		}
 		return Codec{Algorithm: Zstd, Level: n}, nil
 	}
@@ -97,8 +97,18 @@ func ParseCodec(s string) (Codec, error) {
 	case "zstd":
 		return Codec{Algorithm: Zstd, Level: DefaultZstdLevel, DefaultLevel: true}, nil
 	}
-	return Codec{}, fmt.Errorf("%w %q: allowed are %s", ErrUnknownCodec, s, strings.Join(Names(), ", "))
+	return Codec{}, &parseError{fmt.Sprintf("compression: unknown codec %q: allowed are %s", s, strings.Join(Names(), ", ")), ErrUnknownCodec}
 }
+
+// parseError is an error of ParseCodec: its message names the value, and it
+// unwraps to the sentinel of its kind.
+type parseError struct {
+	msg  string
+	kind error
+}
+
+func (e *parseError) Error() string { return e.msg }
+func (e *parseError) Unwrap() error { return e.kind }
 
 // WithDefaultLevel returns c with level in place of a default zstd level
 // (DefaultLevel set): how a config's zstd_level applies to a plain "zstd".

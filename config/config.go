@@ -8,12 +8,12 @@
 //	cfg.CompressionBottommost = "zstd:6"
 //	if err := cfg.Validate(); err != nil { ... } // every problem, each naming its key
 //
-// The engine converts a Config into Pebble options in one place
-// (engine.PebbleOptions); this package knows nothing of Pebble beyond the
+// Every key's facts (RocksDB name, unit, range, default) are one row of the
+// table in fields.go; Resolve derives the typed codecs, the notes and the
+// cache split once. The conversion into Pebble options is in one place
+// (internal/pebbleconf); this package knows nothing of Pebble beyond the
 // codec names it validates.
 package config
-
-import "github.com/stratadb/strata/compression"
 
 // DBPath is one entry of db_paths: a directory for table files and the number
 // of bytes of tables it is meant to hold, as RocksDB's DbPath.
@@ -220,37 +220,14 @@ type Config struct {
 // and filter blocks cached, a 256 MB memtable, three write buffers, leveled
 // compaction with dynamic level sizes, 64 MB files, a 256 MB base level,
 // buffered I/O and the WAL on.
+//
+// The values are the defaults of the table of fields (fields.go).
 func Default() *Config {
-	return &Config{
-		DBPath:                           "data/strata",
-		CompressionDefault:               "lz4",
-		CompressionBottommost:            "zstd",
-		ZstdLevel:                        compression.DefaultZstdLevel,
-		TieringMoveRateMB:                64,
-		BlockSize:                        4096,
-		BottommostBlockSize:              32768,
-		BlockCacheSizeMB:                 256,
-		CacheIndexAndFilterBlocks:        true,
-		PinL0FilterAndIndexBlocksInCache: true,
-		PartitionFilters:                 true,
-		HighPriPoolRatio:                 0.5,
-		BloomBitsPerKey:                  10,
-		OptimizeFiltersForHits:           false,
-		MemtableSizeMB:                   256,
-		MaxWriteBufferNumber:             3,
-		MinWriteBufferNumberToMerge:      1,
-		UseUniversalCompaction:           false,
-		DynamicLevelBytes:                true,
-		TargetFileSizeBaseMB:             64,
-		MaxBytesForLevelBaseMB:           256,
-		UseDirectReads:                   false,
-		UseDirectIOForFlushAndCompaction: false,
-		EnableWAL:                        true,
-		Sync:                             false,
-		MaxBackgroundJobs:                2,
-		Server:                           defaultServer(),
-		Cluster:                          defaultCluster(),
+	c := &Config{Server: defaultServer(), Cluster: defaultCluster()}
+	for _, f := range byField {
+		f.setDefault(c)
 	}
+	return c
 }
 
 // Clone returns a deep copy.
@@ -259,46 +236,4 @@ func (c *Config) Clone() *Config {
 	out.DBPaths = append([]DBPath(nil), c.DBPaths...)
 	out.Cluster.Members = append([]ClusterMember(nil), c.Cluster.Members...)
 	return &out
-}
-
-// Codecs returns the parsed codecs of levels 0-5 and of the bottommost level,
-// with zstd_level applied where a codec says plain "zstd". It assumes a
-// validated Config; an invalid name yields an error naming the key.
-func (c *Config) Codecs() (levels, bottommost compression.Codec, err error) {
-	if levels, err = c.codec("compression_default", c.CompressionDefault); err != nil {
-		return
-	}
-	bottommost, err = c.codec("compression_bottommost", c.CompressionBottommost)
-	return
-}
-
-func (c *Config) codec(key, name string) (compression.Codec, error) {
-	codec, err := compression.ParseCodec(name)
-	if err != nil {
-		return codec, &FieldError{Key: key, Value: name, Rule: err.Error()}
-	}
-	if codec.Algorithm == compression.Zstd && !hasExplicitLevel(name) && c.ZstdLevel != 0 {
-		codec.Level = c.ZstdLevel
-	}
-	return codec, nil
-}
-
-// LevelBlockSize returns the data block size of level (0..6):
-// bottommost_block_size for 6 (block_size when it is 0), block_size for
-// 0-5.
-func (c *Config) LevelBlockSize(level int) int {
-	if level == 6 && c.BottommostBlockSize != 0 {
-		return c.BottommostBlockSize
-	}
-	return c.BlockSize
-}
-
-// LevelCodec returns the codec configured for level (0..6): the default codec
-// for 0-5, the bottommost codec for 6.
-func (c *Config) LevelCodec(level int) (compression.Codec, error) {
-	levels, bottom, err := c.Codecs()
-	if level == 6 {
-		return bottom, err
-	}
-	return levels, err
 }

@@ -48,8 +48,3 @@ func (e *ValidationError) Unwrap() []error {
 	}
 	return out
 }
-
-func hasExplicitLevel(name string) bool {
-	n := strings.ToLower(strings.TrimSpace(name))
-	return strings.HasPrefix(n, "zstd:") || strings.HasPrefix(n, "zstd-")
-}

@@ -34,43 +34,22 @@ const (
 // Notes lists, in field order, the settings of c that are accepted but have
 // no or a changed effect on Pebble (see docs of each field). A Config with
 // none returns nil. Notes does not validate c: an invalid codec name yields
-// no note, Validate reports it.
-func (c *Config) Notes() []Note {
+// no note, Validate reports it. A Resolved holds them already.
+func (c *Config) Notes() []Note { return c.resolve().Notes }
+
+// notes lists the rows whose noteIf holds for r, in field order.
+func (c *Config) notes(r *Resolved) []Note {
 	var notes []Note
-	add := func(key string, value any, reason string) {
-		notes = append(notes, Note{Key: key, Value: value, Reason: reason})
-	}
-	if isLZ4(c.CompressionDefault) {
-		add("compression_default", c.CompressionDefault, reasonLZ4)
-	}
-	if isLZ4(c.CompressionBottommost) {
-		add("compression_bottommost", c.CompressionBottommost, reasonLZ4)
-	}
-	if !c.CacheIndexAndFilterBlocks {
-		add("cache_index_and_filter_blocks", false, reasonCacheIndex)
-	}
-	if c.PinL0FilterAndIndexBlocksInCache {
-		add("pin_l0_filter_and_index_blocks_in_cache", true, reasonPin)
-	}
-	if c.PartitionFilters {
-		add("partition_filters", true, reasonPartition)
-	}
-	if c.HighPriPoolRatio != 0 {
-		add("high_pri_pool_ratio", c.HighPriPoolRatio, reasonHighPri)
-	}
-	if c.MaxWriteBufferNumber == 1 {
-		add("max_write_buffer_number", 1, reasonMaxWBN)
-	}
-	if c.MinWriteBufferNumberToMerge > 1 {
-		add("min_write_buffer_number_to_merge", c.MinWriteBufferNumberToMerge, reasonMinMerge)
-	}
-	if !c.DynamicLevelBytes {
-		add("dynamic_level_bytes", false, reasonDynamic)
+	for _, f := range byField {
+		if f.noteIf != nil && f.noteIf(r) {
+			notes = append(notes, Note{Key: f.key, Value: f.value(c).Interface(), Reason: f.reason})
+		}
 	}
 	return notes
 }
 
-func isLZ4(name string) bool {
-	codec, err := compression.ParseCodec(name)
-	return err == nil && codec.Algorithm == compression.LZ4
+// requestsLZ4 reports whether codec i (0: compression_default, 1:
+// compression_bottommost) of r is a valid lz4.
+func requestsLZ4(r *Resolved, i int) bool {
+	return r.codecErr[i] == nil && r.Codecs[i*(NumLevels-1)].Algorithm == compression.LZ4
 }

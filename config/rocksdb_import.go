@@ -1,11 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 
@@ -42,7 +40,7 @@ func (u Unmapped) String() string {
 
 // ImportRocksDBOptions reads a RocksDB OPTIONS file (RocksDB's INI format:
 // [Section "argument"] headers, key=value statements, # comments, also at
-// the end of a line, values escaped with \: \# \\ \n \r) and returns Default()
+// the end of a line, values escaped with \: \# \\ \n \r; see ini.go) and returns Default()
 // with every setting the file has a Strata equivalent for laid over it,
 // together with the settings it did not take over.
 //
@@ -82,16 +80,10 @@ func ImportRocksDBOptions(r io.Reader) (*Config, []Unmapped, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: reading RocksDB options: %w", err)
 	}
-	imp := &importer{
-		cfg:      Default(),
-		sections: map[string]int{},
-		keys:     map[string]int{},
-	}
-	for i, line := range bytes.Split(data, []byte{'\n'}) {
-		imp.line = i + 1
-		if err := imp.parseLine(strings.TrimSuffix(string(line), "\r")); err != nil {
-			return nil, nil, fmt.Errorf("config: RocksDB options: line %d: %w", imp.line, err)
-		}
+	imp := &importer{cfg: Default()}
+	imp.codecs.spellings = map[string]*spelling{}
+	if err := parseINI(data, imp); err != nil {
+		return nil, nil, fmt.Errorf("config: RocksDB options: %w", err)
 	}
 	imp.resolveCodecs()
 	if err := imp.cfg.Validate(); err != nil {
@@ -100,42 +92,34 @@ func ImportRocksDBOptions(r io.Reader) (*Config, []Unmapped, error) {
 	return imp.cfg, imp.unmapped, nil
 }
 
-// sectionKind is what the importer does with the statements of a section.
-type sectionKind uint8
-
-const (
-	inNone sectionKind = iota // before the first section header
-	inVersion
-	inDB
-	inCF
-	inTable
-	inSkipped // a section that is Unmapped as a whole
-)
-
-// importer holds the state of one ImportRocksDBOptions call.
+// importer maps the pieces of one ImportRocksDBOptions call onto a Config:
+// it is the iniVisitor whose keys are the rows of fields.
 type importer struct {
 	cfg      *Config
 	unmapped []Unmapped
-	line     int
 	section  string
-	kind     sectionKind
-	sections map[string]int // section -> line of its header
-	keys     map[string]int // section + "\x00" + key -> line
+	skipped  bool // the current section is Unmapped as a whole
+	// numLevels is num_levels, 0 if not given.
+	numLevels int
+	// codecs collects the codec options, combined by resolveCodecs once
+	// the file is read.
+	codecs struct {
+		compression   *compression.Codec // nil: not given or unusable
+		bottommost    *compression.Codec // nil: not given, unusable or kDisableCompressionOption
+		bottommostBad bool               // given as a codec Pebble cannot store
+		perLevel      []compression.Codec
+		perLevelRaw   string
+		opts          codecOpts // compression_opts
+		bottomOpts    codecOpts // bottommost_compression_opts
+		spellings     map[string]*spelling
+	}
+}
 
-	// Codec settings, combined by resolveCodecs once the file is read.
-	compression     *compression.Codec // nil: not given or unusable
-	bottommost      *compression.Codec // nil: not given, unusable or kDisableCompressionOption
-	bottommostBad   bool               // given as a codec Pebble cannot store
-	perLevel        []compression.Codec
-	perLevelRaw     string
-	numLevels       int
-	optsLevel       int // 0: the codec's default level
-	bottomOptsLevel int
-	bottomOptsOn    bool
-	spellDefault    *spelling
-	spellBottommost *spelling
-	optsLevelRaw    string
-	bottomOptsRaw   string
+// codecOpts is what Strata reads of a CompressionOptions value.
+type codecOpts struct {
+	level   int // 0: the codec's default level
+	enabled bool
+	raw     string
 }
 
 // spelling is a "# strata: compression_*=" comment: the codec as the config
@@ -148,108 +132,95 @@ func (imp *importer) skip(key, value, reason string) {
 	imp.unmapped = append(imp.unmapped, Unmapped{Section: imp.section, Key: key, Value: value, Reason: reason})
 }
 
-func (imp *importer) parseLine(line string) error {
-	t := strings.TrimLeft(line, " \t")
-	switch {
-	case t == "":
-		return nil
-	case t[0] == '#':
-		rest := strings.TrimLeft(t[1:], " \t")
-		if body, ok := strings.CutPrefix(rest, strataPrefix); ok {
-			return imp.strataComment(body)
-		}
-		return nil
-	case t[0] == '[':
-		return imp.header(strings.TrimRight(stripComment(t), " \t"))
-	}
-	stmt := stripComment(t)
-	eq := strings.IndexByte(stmt, '=')
-	if eq < 0 {
-		return fmt.Errorf("expected key=value, a [section] or a # comment, found %q", clip(t))
-	}
-	key := strings.TrimSpace(stmt[:eq])
-	if key == "" {
-		return fmt.Errorf("statement without a key: %q", clip(t))
-	}
-	if imp.kind == inNone {
-		return fmt.Errorf("%s=... before the first [section]", clip(key))
-	}
-	id := imp.section + "\x00" + key
-	if first, ok := imp.keys[id]; ok {
-		return fmt.Errorf("%s is set again in [%s] (first on line %d)", key, imp.section, first)
-	}
-	imp.keys[id] = imp.line
-	value := unescapeTrim(stmt[eq+1:])
-	switch imp.kind {
-	case inVersion:
-		return imp.version(key, value)
-	case inDB:
-		return imp.dbOption(key, value)
-	case inCF:
-		return imp.cfOption(key, value)
-	case inTable:
-		return imp.tableOption(key, value)
-	}
-	return nil // inSkipped
-}
-
-// header starts a section: [Title] or [Title "argument"].
-func (imp *importer) header(h string) error {
-	if !strings.HasSuffix(h, "]") || len(h) < 3 {
-		return fmt.Errorf("malformed section header %q: expected [Title] or [Title \"argument\"]", clip(h))
-	}
-	inner := strings.TrimSpace(h[1 : len(h)-1])
-	title, arg, hasArg := strings.Cut(inner, " ")
-	name := title
-	if hasArg {
-		arg = strings.TrimSpace(arg)
-		if len(arg) < 2 || arg[0] != '"' || arg[len(arg)-1] != '"' || strings.Contains(arg[1:len(arg)-1], `"`) {
-			return fmt.Errorf("malformed section header %q: the argument must be in double quotes", clip(h))
-		}
-		arg = arg[1 : len(arg)-1]
-		name = title + ` "` + arg + `"`
-	}
-	if title == "" || strings.ContainsAny(title, "\"[]") {
-		return fmt.Errorf("malformed section header %q", clip(h))
-	}
-	if first, ok := imp.sections[name]; ok {
-		return fmt.Errorf("section [%s] appears again (first on line %d)", name, first)
-	}
-	imp.sections[name] = imp.line
+// visitSection starts a section. Only the four sections Strata writes are
+// mapped; any other is Unmapped as a whole.
+func (imp *importer) visitSection(name, title string) error {
 	imp.section = name
+	imp.skipped = false
 	switch {
-	case name == sectionVersion:
-		imp.kind = inVersion
-	case name == sectionDB:
-		imp.kind = inDB
-	case name == sectionCF:
-		imp.kind = inCF
-	case name == sectionTable:
-		imp.kind = inTable
+	case name == sectionVersion, name == sectionDB, name == sectionCF, name == sectionTable:
+		return nil
 	case title == "CFOptions" || title == "TableOptions/BlockBasedTable":
-		imp.kind = inSkipped
 		imp.skip("", "", "only the default column family is mapped: a Strata database has one keyspace")
 	case strings.HasPrefix(title, "TableOptions/"):
-		imp.kind = inSkipped
 		imp.skip("", "", "Pebble writes block-based tables only")
 	default:
-		imp.kind = inSkipped
 		imp.skip("", "", "unknown section")
+	}
+	imp.skipped = true
+	return nil
+}
+
+// visitKeyValue maps a statement through its row of fields.
+func (imp *importer) visitKeyValue(section, key, raw string) error {
+	if imp.skipped {
+		return nil
+	}
+	value := unescapeTrim(raw)
+	if f := rocksDBRows[section+"\x00"+key]; f != nil {
+		return f.parse(imp, key, value, raw)
+	}
+	if section == sectionVersion {
+		imp.skip(key, value, "unknown key")
+		return nil
+	}
+	imp.unknown(key, value)
+	return nil
+}
+
+// visitComment reads a "# strata: key=value" comment through its row of fields;
+// other comments are skipped.
+func (imp *importer) visitComment(text string) error {
+	body, ok := strings.CutPrefix(text, strataPrefix)
+	if !ok {
+		return nil
+	}
+	key, raw, ok := strings.Cut(body, "=")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" {
+		imp.skip(strings.TrimSpace(strataPrefix+" "+body), "", "not a Strata key=value comment")
+		return nil
+	}
+	value := unescapeTrim(raw)
+	f := strataRows[key]
+	if f == nil {
+		imp.skip(strataPrefix+" "+key, value, "unknown Strata setting")
+		return nil
+	}
+	return f.parse(imp, strataPrefix+" "+key, value, raw)
+}
+
+// fixedValue checks a value of an option Strata writes with a fixed value:
+// another value is Unmapped with the row's reason.
+func (imp *importer) fixedValue(f *field, value string) error {
+	same := value == f.fixed
+	if f.fixed == "true" || f.fixed == "false" {
+		got, err := parseBool(f.rocksdb, value)
+		if err != nil {
+			return err
+		}
+		same = strconv.FormatBool(got) == f.fixed
+	}
+	if !same && f.reason != "" {
+		imp.skip(f.rocksdb, value, f.reason)
 	}
 	return nil
 }
 
-func (imp *importer) version(key, value string) error {
-	switch key {
-	case "rocksdb_version":
-	case "options_file_version":
-		if major, _, _ := strings.Cut(value, "."); major != "1" {
-			return fmt.Errorf("options_file_version=%s: only version 1.x is understood", clip(value))
-		}
-	default:
-		imp.skip(key, value, "unknown key")
+// scaled converts a size in RocksDB's unit (bytes) to the row's (MB),
+// rounding up; a value that is not a whole number of units is Unmapped too.
+func (imp *importer) scaled(f *field, name, value string) (int64, error) {
+	n, err := strconv.ParseUint(value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%s: expected a size in bytes", name, clip(value))
 	}
-	return nil
+	unit := uint64(f.scale)
+	mb := n / unit
+	if n%unit != 0 {
+		mb++
+		imp.skip(name, value, fmt.Sprintf("not a whole number of MB: %s = %d (rounded up)", f.key, mb))
+	}
+	return int64(mb), nil
 }
 
 // Reasons for common RocksDB options Strata has no setting for.
@@ -275,6 +246,19 @@ var unmappedReasons = map[string]string{
 	"prefix_extractor":                   "Strata has no prefix extractor",
 	"compaction_filter":                  "Strata has no compaction filter",
 	"compaction_filter_factory":          "Strata has no compaction filter",
+	"comparator":                         "Strata orders keys bytewise; data written with another comparator cannot be read",
+	"table_factory":                      "Pebble writes block-based tables only",
+}
+
+// agreeing holds, for RocksDB options Strata has no setting for, the value
+// that says what Pebble and Strata do anyway: not worth a line.
+var agreeing = map[string]string{
+	"merge_operator":            "nullptr",
+	"prefix_extractor":          "nullptr",
+	"compaction_filter":         "nullptr",
+	"compaction_filter_factory": "nullptr",
+	"comparator":                "leveldb.BytewiseComparator",
+	"table_factory":             "BlockBasedTable",
 }
 
 func (imp *importer) unknown(key, value string) {
@@ -282,179 +266,15 @@ func (imp *importer) unknown(key, value string) {
 	if !ok {
 		reason = "no Strata setting"
 	}
-	// Values that say what Pebble and Strata do anyway are not worth a line.
-	switch {
-	case key == "merge_operator" && value == "nullptr",
-		key == "prefix_extractor" && value == "nullptr",
-		key == "compaction_filter" && value == "nullptr",
-		key == "compaction_filter_factory" && value == "nullptr":
+	if want, ok := agreeing[key]; ok && value == want {
 		return
-	case key == "max_bytes_for_level_multiplier":
+	}
+	if key == "max_bytes_for_level_multiplier" {
 		if f, err := strconv.ParseFloat(value, 64); err == nil && f == 10 {
 			return
 		}
 	}
 	imp.skip(key, value, reason)
-}
-
-func (imp *importer) dbOption(key, value string) error {
-	c := imp.cfg
-	switch key {
-	case "wal_dir":
-		c.WALDir = value
-	case "use_direct_reads":
-		return parseBool(key, value, &c.UseDirectReads)
-	case "use_direct_io_for_flush_and_compaction":
-		return parseBool(key, value, &c.UseDirectIOForFlushAndCompaction)
-	case "max_background_jobs":
-		return parseInt(key, value, &c.MaxBackgroundJobs)
-	case "create_if_missing":
-		var b bool
-		if err := parseBool(key, value, &b); err != nil {
-			return err
-		}
-		if !b {
-			imp.skip(key, value, "Strata always creates a missing database")
-		}
-	default:
-		imp.unknown(key, value)
-	}
-	return nil
-}
-
-func (imp *importer) cfOption(key, value string) error {
-	c := imp.cfg
-	switch key {
-	case "write_buffer_size":
-		return imp.megabytes(key, value, "memtable_size_mb", &c.MemtableSizeMB)
-	case "max_write_buffer_number":
-		return parseInt(key, value, &c.MaxWriteBufferNumber)
-	case "min_write_buffer_number_to_merge":
-		return parseInt(key, value, &c.MinWriteBufferNumberToMerge)
-	case "compaction_style":
-		switch value {
-		case "kCompactionStyleLevel":
-			c.UseUniversalCompaction = false
-		case "kCompactionStyleUniversal":
-			c.UseUniversalCompaction = true
-		default:
-			imp.skip(key, value, "Strata has leveled (and, rejected at open, universal) compaction only")
-		}
-	case "level_compaction_dynamic_level_bytes":
-		return parseBool(key, value, &c.DynamicLevelBytes)
-	case "target_file_size_base":
-		return imp.megabytes(key, value, "target_file_size_base_mb", &c.TargetFileSizeBaseMB)
-	case "max_bytes_for_level_base":
-		return imp.megabytes(key, value, "max_bytes_for_level_base_mb", &c.MaxBytesForLevelBaseMB)
-	case "optimize_filters_for_hits":
-		return parseBool(key, value, &c.OptimizeFiltersForHits)
-	case "target_file_size_multiplier":
-		if value != "1" {
-			imp.skip(key, value, "Strata uses target_file_size_base on every level (multiplier 1)")
-		}
-	case "num_levels":
-		n, err := strconv.Atoi(value)
-		if err != nil || n < 1 {
-			return fmt.Errorf("num_levels=%s: expected a positive integer", clip(value))
-		}
-		imp.numLevels = n
-		if n != numLevels {
-			imp.skip(key, value, fmt.Sprintf("Pebble always has %d levels; compression_per_level is read for %d", numLevels, n))
-		}
-	case "compression":
-		if codec, ok := imp.rocksDBCodec(key, value); ok {
-			imp.compression = &codec
-		}
-	case "bottommost_compression":
-		if value == "kDisableCompressionOption" {
-			return nil // the bottommost level keeps the codec of the other settings
-		}
-		if codec, ok := imp.rocksDBCodec(key, value); ok {
-			imp.bottommost = &codec
-		} else {
-			imp.bottommostBad = true
-		}
-	case "compression_per_level":
-		imp.perLevel, imp.perLevelRaw = nil, value
-		if value == "" {
-			return nil
-		}
-		for _, name := range strings.Split(value, ":") {
-			codec, err := compression.ParseRocksDBName(name)
-			if err != nil {
-				imp.perLevel = nil
-				imp.skip(key, value, fmt.Sprintf("level codec %s has no Pebble equivalent: compression is used", strings.TrimSpace(name)))
-				return nil
-			}
-			imp.perLevel = append(imp.perLevel, codec)
-		}
-	case "compression_opts":
-		imp.optsLevelRaw = value
-		imp.optsLevel, _ = imp.compressionOpts(key, value)
-	case "bottommost_compression_opts":
-		imp.bottomOptsRaw = value
-		imp.bottomOptsLevel, imp.bottomOptsOn = imp.compressionOpts(key, value)
-	case "comparator":
-		if value != "leveldb.BytewiseComparator" {
-			imp.skip(key, value, "Strata orders keys bytewise; data written with another comparator cannot be read")
-		}
-	case "table_factory":
-		if value != "BlockBasedTable" {
-			imp.skip(key, value, "Pebble writes block-based tables only")
-		}
-	default:
-		imp.unknown(key, value)
-	}
-	return nil
-}
-
-func (imp *importer) tableOption(key, value string) error {
-	c := imp.cfg
-	switch key {
-	case "block_size":
-		return parseInt(key, value, &c.BlockSize)
-	case "cache_index_and_filter_blocks":
-		return parseBool(key, value, &c.CacheIndexAndFilterBlocks)
-	case "pin_l0_filter_and_index_blocks_in_cache":
-		return parseBool(key, value, &c.PinL0FilterAndIndexBlocksInCache)
-	case "partition_filters":
-		return parseBool(key, value, &c.PartitionFilters)
-	case "cache_index_and_filter_blocks_with_high_priority":
-		if value != "true" && value != "1" {
-			imp.skip(key, value, reasonHighPri)
-		}
-	case "index_type":
-		// Pebble switches to a two-level index by itself; partition_filters
-		// records the wish.
-		if value != "kBinarySearch" && value != "kTwoLevelIndexSearch" {
-			imp.skip(key, value, "Pebble has binary-search indexes only (two-level when large)")
-		}
-	case "filter_policy":
-		imp.filterPolicy(key, value)
-	default:
-		imp.unknown(key, value)
-	}
-	return nil
-}
-
-// filterPolicy maps "bloomfilter:N" and "bloomfilter:N:B" (B, RocksDB's old
-// block-based builder flag, is ignored) and "nullptr" (no filter).
-func (imp *importer) filterPolicy(key, value string) {
-	if value == "" || value == "nullptr" {
-		imp.cfg.BloomBitsPerKey = 0
-		return
-	}
-	parts := strings.Split(value, ":")
-	if parts[0] == "bloomfilter" && (len(parts) == 2 || (len(parts) == 3 && (parts[2] == "false" || parts[2] == "true"))) {
-		bits, err := strconv.ParseFloat(parts[1], 64)
-		if err == nil && bits >= 0 && bits <= 64 && bits == math.Trunc(bits) {
-			imp.cfg.BloomBitsPerKey = int(bits)
-			return
-		}
-		imp.skip(key, value, "bits per key must be a whole number from 0 to 64: bloom_bits_per_key keeps its default")
-		return
-	}
-	imp.skip(key, value, "only bloomfilter:<bits per key>[:false] is understood: bloom_bits_per_key keeps its default")
 }
 
 // rocksDBCodec parses a RocksDB codec name; a codec Pebble cannot store is
@@ -474,7 +294,8 @@ func (imp *importer) rocksDBCodec(key, value string) (compression.Codec, bool) {
 // zstd_max_train_bytes:parallel_threads:enabled:...). RocksDB's default
 // level, 32767, and zstd's 0 are returned as 0. Dictionary compression and
 // parallel threads are listed as Unmapped when set.
-func (imp *importer) compressionOpts(key, value string) (level int, enabled bool) {
+func (imp *importer) compressionOpts(key, value string) codecOpts {
+	opts := codecOpts{raw: value}
 	fields := map[string]string{}
 	if strings.HasPrefix(value, "{") && strings.HasSuffix(value, "}") {
 		for _, part := range strings.Split(value[1:len(value)-1], ";") {
@@ -483,7 +304,7 @@ func (imp *importer) compressionOpts(key, value string) (level int, enabled bool
 				fields[k] = strings.TrimSpace(v)
 			} else if strings.TrimSpace(part) != "" {
 				imp.skip(key, value, "unreadable compression options: the codec's default level is kept")
-				return 0, false
+				return opts
 			}
 		}
 	} else {
@@ -499,10 +320,10 @@ func (imp *importer) compressionOpts(key, value string) (level int, enabled bool
 		if err != nil {
 			imp.skip(key, value, "unreadable level: the codec's default level is kept")
 		} else if n != kDefaultCompressionLevel {
-			level = n
+			opts.level = n
 		}
 	}
-	enabled = fields["enabled"] == "true" || fields["enabled"] == "1"
+	opts.enabled = fields["enabled"] == "true" || fields["enabled"] == "1"
 	for _, k := range []string{"max_dict_bytes", "zstd_max_train_bytes"} {
 		if v, ok := fields[k]; ok && v != "0" {
 			imp.skip(key+"."+k, v, "Pebble has no dictionary compression")
@@ -511,94 +332,7 @@ func (imp *importer) compressionOpts(key, value string) (level int, enabled bool
 	if v, ok := fields["parallel_threads"]; ok && v != "1" {
 		imp.skip(key+".parallel_threads", v, "Pebble compresses each block on one thread")
 	}
-	return level, enabled
-}
-
-// megabytes converts a size in bytes to whole MB, rounding up.
-func (imp *importer) megabytes(key, value, strataKey string, dst *int64) error {
-	n, err := strconv.ParseUint(value, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%s=%s: expected a size in bytes", key, clip(value))
-	}
-	mb := n / mib
-	if n%mib != 0 {
-		mb++
-		imp.skip(key, value, fmt.Sprintf("not a whole number of MB: %s = %d (rounded up)", strataKey, mb))
-	}
-	*dst = int64(mb)
-	return nil
-}
-
-// strataComment reads a "# strata: key=value" comment.
-func (imp *importer) strataComment(body string) error {
-	key, raw, ok := strings.Cut(body, "=")
-	key = strings.TrimSpace(key)
-	if !ok || key == "" {
-		imp.skip(strings.TrimSpace(strataPrefix+" "+body), "", "not a Strata key=value comment")
-		return nil
-	}
-	value := unescapeTrim(raw)
-	c := imp.cfg
-	switch key {
-	case "db_path":
-		c.DBPath = value
-	case "wal_failover_dir":
-		c.WALFailoverDir = value
-	case "db_paths":
-		paths, err := parseDBPaths(raw)
-		if err != nil {
-			return fmt.Errorf("strata: db_paths: %w", err)
-		}
-		c.DBPaths = paths
-	case "zstd_level":
-		return parseInt("strata: "+key, value, &c.ZstdLevel)
-	case "tiering_move_rate_mb":
-		return parseInt("strata: "+key, value, &c.TieringMoveRateMB)
-	case "bottommost_block_size":
-		return parseInt("strata: "+key, value, &c.BottommostBlockSize)
-	case "block_cache_size_mb":
-		return parseInt("strata: "+key, value, &c.BlockCacheSizeMB)
-	case "high_pri_pool_ratio":
-		f, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return fmt.Errorf("strata: %s=%s: expected a number", key, clip(value))
-		}
-		c.HighPriPoolRatio = f
-	case "direct_io_fallback":
-		return parseBool("strata: "+key, value, &c.DirectIOFallback)
-	case "enable_wal":
-		return parseBool("strata: "+key, value, &c.EnableWAL)
-	case "sync":
-		return parseBool("strata: "+key, value, &c.Sync)
-	case "compression_default":
-		imp.spellDefault = &spelling{section: imp.section, value: value}
-	case "compression_bottommost":
-		imp.spellBottommost = &spelling{section: imp.section, value: value}
-	default:
-		imp.skip(strataPrefix+" "+key, value, "unknown Strata setting")
-	}
-	return nil
-}
-
-// parseDBPaths reads path:size,path:size; ',' and ':' inside a path are
-// escaped.
-func parseDBPaths(raw string) ([]DBPath, error) {
-	if strings.TrimSpace(raw) == "" {
-		return nil, nil
-	}
-	var paths []DBPath
-	for _, entry := range splitUnescaped(raw, ',') {
-		colon := lastUnescaped(entry, ':')
-		if colon < 0 {
-			return nil, fmt.Errorf("entry %q: expected path:target_size_bytes", clip(unescapeTrim(entry)))
-		}
-		size, err := strconv.ParseUint(strings.TrimSpace(entry[colon+1:]), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("entry %q: target_size_bytes must be a non-negative integer", clip(unescapeTrim(entry)))
-		}
-		paths = append(paths, DBPath{Path: unescapeTrim(entry[:colon]), TargetSizeBytes: size})
-	}
-	return paths, nil
+	return opts
 }
 
 // resolveCodecs combines the codec settings as RocksDB does:
@@ -608,14 +342,14 @@ func parseDBPaths(raw string) ([]DBPath, error) {
 // codec for levels 0-5 and one for level 6; a "# strata:" spelling of the
 // same codec then replaces the derived name.
 func (imp *importer) resolveCodecs() {
-	c := imp.cfg
+	c, in := imp.cfg, &imp.codecs
 	n := imp.numLevels
 	if n == 0 {
 		n = numLevels
 	}
-	levels, bottom := imp.compression, imp.compression
-	if len(imp.perLevel) > 0 {
-		at := func(level int) compression.Codec { return imp.perLevel[min(level, len(imp.perLevel)-1)] }
+	levels, bottom := in.compression, in.compression
+	if len(in.perLevel) > 0 {
+		at := func(level int) compression.Codec { return in.perLevel[min(level, len(in.perLevel)-1)] }
 		uniform := true
 		for l := 1; l < n-1; l++ {
 			uniform = uniform && at(l) == at(0)
@@ -624,33 +358,33 @@ func (imp *importer) resolveCodecs() {
 			first := at(0)
 			levels = &first
 		} else if n > 1 {
-			imp.unmapped = append(imp.unmapped, Unmapped{Section: sectionCF, Key: "compression_per_level", Value: imp.perLevelRaw,
+			imp.unmapped = append(imp.unmapped, Unmapped{Section: sectionCF, Key: "compression_per_level", Value: in.perLevelRaw,
 				Reason: "levels 0-5 use different codecs; Strata has one codec for them: compression is used"})
 		}
 		last := at(n - 1)
 		bottom = &last
 	}
-	if imp.bottommost != nil || imp.bottommostBad {
-		bottom = imp.bottommost // an unusable codec leaves Strata's default
+	if in.bottommost != nil || in.bottommostBad {
+		bottom = in.bottommost // an unusable codec leaves Strata's default
 	}
-	bottomLevel := imp.optsLevel
-	bottomRaw, bottomKey := imp.optsLevelRaw, "compression_opts"
-	if imp.bottomOptsOn {
-		bottomLevel, bottomRaw, bottomKey = imp.bottomOptsLevel, imp.bottomOptsRaw, "bottommost_compression_opts"
+	bottomOpts, bottomKey := in.opts, "compression_opts"
+	if in.bottomOpts.enabled {
+		bottomOpts, bottomKey = in.bottomOpts, "bottommost_compression_opts"
 	}
 	if levels != nil {
-		c.CompressionDefault = imp.codecName(*levels, imp.optsLevel, "compression_opts", imp.optsLevelRaw)
+		c.CompressionDefault = imp.codecName(*levels, in.opts, "compression_opts")
 	}
 	if bottom != nil {
-		c.CompressionBottommost = imp.codecName(*bottom, bottomLevel, bottomKey, bottomRaw)
+		c.CompressionBottommost = imp.codecName(*bottom, bottomOpts, bottomKey)
 	}
-	imp.applySpelling("compression_default", imp.spellDefault, &c.CompressionDefault, levels != nil)
-	imp.applySpelling("compression_bottommost", imp.spellBottommost, &c.CompressionBottommost, bottom != nil)
+	imp.applySpelling("compression_default", &c.CompressionDefault, levels != nil)
+	imp.applySpelling("compression_bottommost", &c.CompressionBottommost, bottom != nil)
 }
 
 // codecName returns the config spelling of a RocksDB codec at a zstd level
 // (0: the default): "zstd" when the level is zstd_level's, "zstd:N" otherwise.
-func (imp *importer) codecName(codec compression.Codec, level int, key, raw string) string {
+func (imp *importer) codecName(codec compression.Codec, opts codecOpts, key string) string {
+	level, raw := opts.level, opts.raw
 	if codec.Algorithm != compression.Zstd || level == 0 {
 		return codec.Algorithm.String()
 	}
@@ -668,7 +402,8 @@ func (imp *importer) codecName(codec compression.Codec, level int, key, raw stri
 // applySpelling replaces a codec name derived from the RocksDB keys by the
 // "# strata:" spelling when both mean the same codec, and sets it when no
 // RocksDB key named the codec.
-func (imp *importer) applySpelling(key string, s *spelling, dst *string, derived bool) {
+func (imp *importer) applySpelling(key string, dst *string, derived bool) {
+	s := imp.codecs.spellings[key]
 	if s == nil {
 		return
 	}
@@ -676,8 +411,8 @@ func (imp *importer) applySpelling(key string, s *spelling, dst *string, derived
 		*dst = s.value
 		return
 	}
-	want, err := imp.cfg.codec(key, *dst)
-	got, err2 := imp.cfg.codec(key, s.value)
+	want, err := imp.cfg.codec(*dst)
+	got, err2 := imp.cfg.codec(s.value)
 	if err == nil && err2 == nil && want == got {
 		*dst = s.value
 		return
@@ -686,114 +421,25 @@ func (imp *importer) applySpelling(key string, s *spelling, dst *string, derived
 		Reason: fmt.Sprintf("disagrees with the RocksDB compression keys, which give %s", *dst)})
 }
 
-func parseBool(key, value string, dst *bool) error {
+// parseBool reads a boolean as RocksDB writes it: true, false, 1 or 0.
+func parseBool(key, value string) (bool, error) {
 	switch value {
 	case "true", "1":
-		*dst = true
+		return true, nil
 	case "false", "0":
-		*dst = false
-	default:
-		return fmt.Errorf("%s=%s: expected true or false", key, clip(value))
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("%s=%s: expected true or false", key, clip(value))
 }
 
-func parseInt[T int | int64](key, value string, dst *T) error {
-	var zero T
-	bits := 64
-	if _, isInt := any(zero).(int); isInt {
-		bits = strconv.IntSize
-	}
+// parseInt reads an integer that fits in bits.
+func parseInt(key, value string, bits int) (int64, error) {
 	n, err := strconv.ParseInt(value, 10, bits)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			return fmt.Errorf("%s=%s: integer out of range", key, clip(value))
+			return 0, fmt.Errorf("%s=%s: integer out of range", key, clip(value))
 		}
-		return fmt.Errorf("%s=%s: expected an integer", key, clip(value))
+		return 0, fmt.Errorf("%s=%s: expected an integer", key, clip(value))
 	}
-	*dst = T(n)
-	return nil
-}
-
-// stripComment cuts a statement at its first unescaped '#'.
-func stripComment(s string) string {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '#':
-			return s[:i]
-		}
-	}
-	return s
-}
-
-// splitUnescaped splits s at each unescaped sep, keeping escapes.
-func splitUnescaped(s string, sep byte) []string {
-	var parts []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case sep:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// lastUnescaped returns the index of the last unescaped sep in s, or -1.
-func lastUnescaped(s string, sep byte) int {
-	last := -1
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case sep:
-			last = i
-		}
-	}
-	return last
-}
-
-// unescapeTrim undoes escapeValue: it drops unescaped spaces and tabs at
-// both ends and resolves \n, \r and \x (any other x stands for itself).
-func unescapeTrim(s string) string {
-	out := make([]byte, 0, len(s))
-	start, end := -1, 0 // the kept range of out: from the first to past the last significant byte
-	for i := 0; i < len(s); i++ {
-		ch, escaped := s[i], false
-		if ch == '\\' && i+1 < len(s) {
-			i++
-			ch, escaped = s[i], true
-			switch ch {
-			case 'n':
-				ch = '\n'
-			case 'r':
-				ch = '\r'
-			}
-		}
-		if escaped || (ch != ' ' && ch != '\t') {
-			if start < 0 {
-				start = len(out)
-			}
-			end = len(out) + 1
-		}
-		out = append(out, ch)
-	}
-	if start < 0 {
-		return ""
-	}
-	return string(out[start:end])
-}
-
-// clip shortens a piece of input quoted in an error message.
-func clip(s string) string {
-	const n = 60
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -28,35 +29,23 @@ const maxTargetSizeBytes = math.MaxInt64
 // engine.Open: use_universal_compaction, use_direct_* on a file system
 // without O_DIRECT (unless direct_io_fallback), and directories that cannot
 // be created.
-func (c *Config) Validate() error {
-	var v validator
-	if strings.TrimSpace(c.DBPath) == "" {
-		v.add("db_path", c.DBPath, "must not be empty")
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate; r, if not nil, is c resolved, whose codecs it
+// checks instead of parsing them again. The rules of each key are its row
+// in fields (limits and check), in field order, then the sections'.
+func (c *Config) validate(r *Resolved) error {
+	v := validator{resolved: r}
+	for _, f := range byField {
+		if f.limits != nil {
+			if x := f.number(c); !f.limits.allows(x) {
+				v.add(f.key, f.value(c).Interface(), f.limits.rule())
+			}
+		}
+		if f.check != nil {
+			f.check(&v, c, f)
+		}
 	}
-	v.walFailoverDir(c)
-	v.dbPaths(c.DBPaths)
-	v.between("tiering_move_rate_mb", c.TieringMoveRateMB, 0, 1<<20)
-	v.codec("compression_default", c.CompressionDefault)
-	v.codec("compression_bottommost", c.CompressionBottommost)
-	v.between("zstd_level", int64(c.ZstdLevel), 1, compression.MaxZstdLevel)
-	v.between("block_size", int64(c.BlockSize), 1<<10, 1<<20)
-	if c.BottommostBlockSize != 0 && (c.BottommostBlockSize < 1<<10 || c.BottommostBlockSize > 1<<20) {
-		v.add("bottommost_block_size", c.BottommostBlockSize, "must be 0 (block_size) or from 1024 to 1048576")
-	}
-	v.between("block_cache_size_mb", c.BlockCacheSizeMB, 0, 1<<20)
-	if !(c.HighPriPoolRatio >= 0 && c.HighPriPoolRatio <= 1) { // also rejects NaN
-		v.add("high_pri_pool_ratio", c.HighPriPoolRatio, "must be from 0 to 1")
-	}
-	v.between("bloom_bits_per_key", int64(c.BloomBitsPerKey), 0, 64)
-	v.between("memtable_size_mb", c.MemtableSizeMB, 1, 4095)
-	v.between("max_write_buffer_number", int64(c.MaxWriteBufferNumber), 1, 64)
-	v.between("min_write_buffer_number_to_merge", int64(c.MinWriteBufferNumberToMerge), 1, 64)
-	v.between("target_file_size_base_mb", c.TargetFileSizeBaseMB, 1, 4096)
-	v.between("max_bytes_for_level_base_mb", c.MaxBytesForLevelBaseMB, 1, 1<<20)
-	if c.Sync && !c.EnableWAL {
-		v.add("sync", c.Sync, "requires enable_wal = true: sync waits for the write's WAL record")
-	}
-	v.between("max_background_jobs", int64(c.MaxBackgroundJobs), 1, 256)
 	c.Server.validate(&v)
 	c.Cluster.validate(&v)
 	if len(v.problems) == 0 {
@@ -68,6 +57,7 @@ func (c *Config) Validate() error {
 // validator collects FieldErrors.
 type validator struct {
 	problems []*FieldError
+	resolved *Resolved // nil, or the Config resolved
 }
 
 func (v *validator) add(key string, value any, rule string) {
@@ -81,20 +71,44 @@ func (v *validator) between(key string, n, min, max int64) {
 	}
 }
 
-func (v *validator) codec(key, name string) {
-	if _, err := compression.ParseCodec(name); err != nil {
-		if hasExplicitLevel(name) {
-			v.add(key, name, fmt.Sprintf("zstd level must be an integer from 1 to %d", compression.MaxZstdLevel))
-		} else {
-			v.add(key, name, "must be one of "+strings.Join(compression.Names(), ", "))
+// notEmpty requires a string that is not blank.
+func (v *validator) notEmpty(c *Config, f *field) {
+	if s := f.value(c).String(); strings.TrimSpace(s) == "" {
+		v.add(f.key, s, "must not be empty")
+	}
+}
+
+// codec requires a codec name compression.ParseCodec accepts.
+func (v *validator) codec(c *Config, f *field) {
+	name := f.value(c).String()
+	var err error
+	if r := v.resolved; r != nil {
+		err = r.codecErr[0]
+		if f.key == "compression_bottommost" {
+			err = r.codecErr[1]
 		}
+	} else {
+		_, err = compression.ParseCodec(name)
+	}
+	switch {
+	case errors.Is(err, compression.ErrZstdLevel):
+		v.add(f.key, name, fmt.Sprintf("zstd level must be an integer from 1 to %d", compression.MaxZstdLevel))
+	case err != nil:
+		v.add(f.key, name, "must be one of "+strings.Join(compression.Names(), ", "))
+	}
+}
+
+// syncNeedsWAL rejects sync without a WAL to sync.
+func (v *validator) syncNeedsWAL(c *Config, f *field) {
+	if c.Sync && !c.EnableWAL {
+		v.add(f.key, c.Sync, "requires enable_wal = true: sync waits for the write's WAL record")
 	}
 }
 
 // walFailoverDir rejects a failover directory that is the WAL directory
 // itself (wal_dir, or db_path when wal_dir is empty): failing over to it
 // would change nothing.
-func (v *validator) walFailoverDir(c *Config) {
+func (v *validator) walFailoverDir(c *Config, _ *field) {
 	if c.WALFailoverDir == "" {
 		return
 	}
@@ -110,7 +124,8 @@ func (v *validator) walFailoverDir(c *Config) {
 // dbPaths checks each entry, then every pair: no two entries may name the
 // same directory, and none may lie inside another. A conflict is reported
 // once, on the later entry.
-func (v *validator) dbPaths(paths []DBPath) {
+func (v *validator) dbPaths(c *Config, _ *field) {
+	paths := c.DBPaths
 	abs := make([]string, len(paths))
 	for i, p := range paths {
 		if strings.TrimSpace(p.Path) == "" {

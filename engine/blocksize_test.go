@@ -17,7 +17,7 @@ func TestBottommostBlockSize(t *testing.T) {
 	for _, tc := range []struct{ bottom, want int }{{0, 4096}, {32768, 32768}, {131072, 131072}} {
 		cfg := config.Default()
 		cfg.BottommostBlockSize = tc.bottom
-		opts, err := PebbleOptions(cfg)
+		opts, err := pebbleOptions(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

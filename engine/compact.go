@@ -162,7 +162,7 @@ func (db *DB) compact(ctx context.Context, start, end []byte) error {
 			if err := db.rewriteTable(ctx, t); err != nil {
 				db.rewrite.fail()
 				return fmt.Errorf("engine: rewrite L%d table %d [%q, %q) from %s to %s: %w",
-					t.level, t.num, t.start, t.end, t.codec, db.codecs[t.level].PebbleProfile().Name, err)
+					t.level, t.num, t.start, t.end, t.codec, db.res.Codecs[t.level].PebbleProfile().Name, err)
 			}
 			db.rewrite.table(t.size)
 		}
@@ -279,7 +279,7 @@ func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, e
 	}
 	var out []mismatchedTable
 	for level, tables := range levels {
-		want := db.codecs[level].PebbleProfile().Name
+		want := db.res.Codecs[level].PebbleProfile().Name
 		for _, t := range tables {
 			if t.Properties == nil || t.Properties.CompressionName == want || uint64(t.BackingSSTNum) > cutoff {
 				continue

@@ -9,7 +9,7 @@
 //	_ = db.Put([]byte("k"), []byte("v"))
 //	v, err := db.Get([]byte("k")) // engine.ErrNotFound when missing
 //
-// Config fields become Pebble options in one place (PebbleOptions). What
+// Config fields become Pebble options in one place (internal/pebbleconf). What
 // Pebble lacks is built here on Pebble's public hooks: per-level codecs that a
 // full compaction really applies (CompactAll), the RocksDB-format OPTIONS file
 // (config.RocksDBOptionsFileName, written on every open), WAL accounting
@@ -29,9 +29,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/directio"
+	"github.com/stratadb/strata/internal/pebbleconf"
 	"github.com/stratadb/strata/tiering"
 	"github.com/stratadb/strata/wal"
 )
@@ -86,9 +86,9 @@ type DB struct {
 	layout *tiering.Layout
 	logger Logger
 	wo     *pebble.WriteOptions
-	notes  []config.Note
-	// codecs[l] is the codec configured for level l.
-	codecs [7]compression.Codec
+	// res is cfg resolved: the codec of each level, the notes, the cache
+	// split.
+	res *config.Resolved
 
 	// guard admits every write and keeps a table rewrite from losing one
 	// (see writeGuard); rewriteMu serializes rewrites.
@@ -131,10 +131,11 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if cfg == nil {
 		return nil, errors.New("engine: Open: config is nil")
 	}
-	cfg = cfg.Clone()
-	if err := cfg.Validate(); err != nil {
+	res, err := cfg.Resolve() // a validated copy
+	if err != nil {
 		return nil, err
 	}
+	cfg = res.Config
 	if err := checkDeliverable(cfg); err != nil {
 		return nil, err
 	}
@@ -153,20 +154,14 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	popts, err := pebbleOptions(cfg) // validated above
-	if err != nil {
-		return nil, err
-	}
+	popts := pebbleconf.Options(res)
 	defer popts.Cache.Unref()
 
-	db := &DB{cfg: cfg, fs: fs, logger: o.Logger, popts: popts, notes: cfg.Notes(), guard: newWriteGuard(), readOnly: o.ReadOnly}
+	db := &DB{cfg: cfg, res: res, fs: fs, logger: o.Logger, popts: popts, guard: newWriteGuard(), readOnly: o.ReadOnly}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	popts.ReadOnly = o.ReadOnly
 	if testPebbleOptions != nil {
 		testPebbleOptions(popts)
-	}
-	for l := range db.codecs {
-		db.codecs[l], _ = cfg.LevelCodec(l) // validated above
 	}
 	tableFS, err := db.directIO(fs, o.FS == nil)
 	if err != nil {
@@ -228,7 +223,7 @@ func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
 
 // writeOptionsFile replaces db_path/OPTIONS-rocksdb atomically.
 func (db *DB) writeOptionsFile() error {
-	text := db.cfg.RocksDBOptions()
+	text := db.res.RocksDBOptions()
 	if db.layout != nil {
 		text += "\n# strata: level-to-path map at open (db_paths index per level, L0 first; it follows the LSM as it grows): " + db.layout.Stats().Plan.String() + "\n"
 	}
@@ -259,12 +254,11 @@ func (db *DB) logOpen() {
 	if db.logger == nil {
 		return
 	}
-	levels, bottom, _ := db.cfg.Codecs()
 	db.logger.Infof("strata: opened %s (wal %s; compression L0-L5 %s, L6 %s)",
-		db.cfg.DBPath, db.walDirDescription(), levels.Describe(), bottom.Describe())
-	if len(db.notes) > 0 {
-		parts := make([]string, len(db.notes))
-		for i, n := range db.notes {
+		db.cfg.DBPath, db.walDirDescription(), db.res.Codecs[0].Describe(), db.res.Codecs[NumLevels-1].Describe())
+	if notes := db.res.Notes; len(notes) > 0 {
+		parts := make([]string, len(notes))
+		for i, n := range notes {
 			parts[i] = fmt.Sprintf("%s = %v (%s)", n.Key, n.Value, n.Reason)
 		}
 		db.logger.Infof("strata: settings without effect on Pebble: %s", strings.Join(parts, "; "))

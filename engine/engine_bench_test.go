@@ -10,7 +10,7 @@ import (
 )
 
 // The benchmarks run each operation through Strata (impl=strata) and through
-// raw Pebble opened with the identical options from PebbleOptions
+// raw Pebble opened with the identical options from pebbleOptions
 // (impl=pebble), in the same process, so benchstat can compare the two:
 //
 //	go test ./engine -run '^$' -bench 'Put|Get|Scan' -count 6 > bench.txt
@@ -101,7 +101,7 @@ func openImpl(b *testing.B, impl string, cfg *config.Config) kv {
 		}
 		return strataKV{db}
 	default:
-		opts, err := PebbleOptions(cfg)
+		opts, err := pebbleOptions(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

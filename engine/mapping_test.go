@@ -53,7 +53,7 @@ func dbState(f func(db *DB) any) func(db *DB, err error) string {
 
 func noteState(key string) func(db *DB, err error) string {
 	return dbState(func(db *DB) any {
-		for _, n := range db.notes {
+		for _, n := range db.res.Notes {
 			if n.Key == key {
 				return n.String()
 			}
@@ -62,7 +62,7 @@ func noteState(key string) func(db *DB, err error) string {
 	})
 }
 
-// TestConfigToPebbleMapping is the table-driven contract of PebbleOptions
+// TestConfigToPebbleMapping is the table-driven contract of internal/pebbleconf
 // and Open: every Config field, changed alone, changes the Pebble option or
 // hook state it is documented to set. Removing a field from the mapping
 // (BlockSize, MemTableStopWritesThreshold, CompactionConcurrencyRange, ...)

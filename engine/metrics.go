@@ -11,7 +11,7 @@ import (
 )
 
 // NumLevels is the number of LSM levels (L0..L6).
-const NumLevels = 7
+const NumLevels = config.NumLevels
 
 // Metrics is a structured snapshot of the database's state and counters.
 type Metrics struct {
@@ -81,7 +81,7 @@ type LevelMetrics struct {
 //
 // CapacityBytes is the cache's real size: BlockShareBytes (block_cache_size_mb)
 // plus MemTableBudgetBytes, the most memtable memory Pebble can reserve in it
-// (see pebbleCacheBytes). Blocks may use whatever the memtables do not hold
+// (see config.CacheSplit). Blocks may use whatever the memtables do not hold
 // at the moment (CapacityBytes - MemTableReservedBytes), so with small
 // memtables they can take more than block_cache_size_mb; blocks plus
 // memtables never exceed CapacityBytes. UsedBytes counts the blocks only.
@@ -164,7 +164,7 @@ func (db *DB) Metrics() (*Metrics, error) {
 // metrics is Metrics for a caller inside the op gate.
 func (db *DB) metrics() (*Metrics, error) {
 	pm := db.pdb.Metrics()
-	m := &Metrics{NotApplicable: db.notes}
+	m := &Metrics{NotApplicable: db.res.Notes}
 	tables, err := db.pdb.SSTables(pebble.WithProperties())
 	if err != nil {
 		return nil, err
@@ -176,8 +176,8 @@ func (db *DB) metrics() (*Metrics, error) {
 			Bytes:        lm.TablesSize,
 			Score:        lm.Score,
 			Sublevels:    lm.Sublevels,
-			Codec:        db.codecs[l].String(),
-			StoredCodec:  db.codecs[l].PebbleProfile().Name,
+			Codec:        db.res.Codecs[l].String(),
+			StoredCodec:  db.res.Codecs[l].PebbleProfile().Name,
 			TableCodecs:  map[string]int{},
 			BytesIn:      lm.TableBytesIn,
 			BytesWritten: lm.TableBytesFlushed + lm.TableBytesCompacted + lm.TableBytesIngested,
@@ -202,9 +202,9 @@ func (db *DB) metrics() (*Metrics, error) {
 	m.DiskUsageBytes = pm.DiskSpaceUsage()
 	bc := pm.BlockCache
 	m.BlockCache = CacheMetrics{
-		CapacityBytes:         pebbleCacheBytes(db.cfg),
-		BlockShareBytes:       db.cfg.BlockCacheSizeMB << 20,
-		MemTableBudgetBytes:   memTableBudget(db.cfg),
+		CapacityBytes:         db.res.Cache.CapacityBytes,
+		BlockShareBytes:       db.res.Cache.BlockShareBytes,
+		MemTableBudgetBytes:   db.res.Cache.MemTableBudgetBytes,
 		MemTableReservedBytes: int64(pm.MemTable.Size),
 		UsedBytes:             bc.Size, Blocks: bc.Count, Hits: bc.Hits, Misses: bc.Misses, HitRate: ratio(bc.Hits, bc.Misses),
 	}

@@ -3,11 +3,11 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/stratadb/strata/compression"
+	"github.com/stratadb/strata/internal/pebbleconf"
 )
 
 // Stats returns a readable multi-line report in the spirit of RocksDB's
@@ -29,7 +29,7 @@ func (db *DB) Stats() (string, error) {
 			wamp = float64(lm.BytesWritten) / float64(lm.BytesIn)
 		}
 		fmt.Fprintf(tw, "L%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", l, lm.Tables, mb(lm.Bytes), lm.Score,
-			mb(int64(lm.BytesIn)), mb(int64(lm.BytesWritten)), wamp, lm.Codec, lm.StoredCodec, cmp.Or(FormatCodecCounts(lm.TableCodecs), "-"))
+			mb(int64(lm.BytesIn)), mb(int64(lm.BytesWritten)), wamp, lm.Codec, lm.StoredCodec, cmp.Or(pebbleconf.FormatCodecCounts(lm.TableCodecs), "-"))
 	}
 	var files, bytes int64
 	for _, lm := range m.Levels {
@@ -39,9 +39,9 @@ func (db *DB) Stats() (string, error) {
 	fmt.Fprintf(tw, "Sum\t%d\t%.2f\t\t%.2f\t%.2f\t%.2f\t\t\t\t\n", files, mb(bytes), mb(int64(m.UserBytesIn)), mb(int64(m.TableBytesWritten)), m.WriteAmp)
 	_ = tw.Flush()
 
-	levels, bottom, _ := db.cfg.Codecs()
+	levels, bottom := db.res.Codecs[0], db.res.Codecs[NumLevels-1]
 	fmt.Fprintf(&b, "Compression: L0-L5 %s, L6 %s; data blocks: L0-L5 %d bytes, L6 %d bytes (bottommost_block_size)\n",
-		levels.Describe(), bottom.Describe(), db.cfg.LevelBlockSize(0), db.cfg.LevelBlockSize(6))
+		levels.Describe(), bottom.Describe(), db.cfg.LevelBlockSize(0), db.cfg.LevelBlockSize(NumLevels-1))
 	if levels.Algorithm == compression.LZ4 || bottom.Algorithm == compression.LZ4 {
 		b.WriteString("  lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec.\n")
 	}
@@ -79,8 +79,12 @@ func (db *DB) Stats() (string, error) {
 		b.WriteString("Direct I/O: off (buffered reads and writes)\n")
 	}
 	if t := m.Tiering; t != nil {
-		fmt.Fprintf(&b, "Tiered layout (db_paths): level-to-path map %s; mover moved %d files (%.2f MB, %.1f%% of table bytes written), %d failures\n",
-			t.Plan.String(), t.MovedFiles, mb(t.MovedBytes), 100*t.MovedShare(), t.MoveFailures)
+		if t.Inspected {
+			fmt.Fprintf(&b, "Tiered layout (db_paths): level-to-path map %s; read from disk (read-only open: no mover running)\n", t.Plan.String())
+		} else {
+			fmt.Fprintf(&b, "Tiered layout (db_paths): level-to-path map %s; mover moved %d files (%.2f MB, %.1f%% of table bytes written), %d failures\n",
+				t.Plan.String(), t.MovedFiles, mb(t.MovedBytes), 100*t.MovedShare(), t.MoveFailures)
+		}
 		for i, p := range t.Paths {
 			role := fmt.Sprintf("db_paths[%d]", i)
 			if p.Draining {
@@ -105,18 +109,3 @@ func (db *DB) Stats() (string, error) {
 }
 
 func mb(n int64) float64 { return float64(n) / (1 << 20) }
-
-// FormatCodecCounts renders table counts by codec (LevelMetrics.TableCodecs)
-// as "MinLZ:1,ZSTD:2", sorted by codec name; "" when there are none.
-func FormatCodecCounts(counts map[string]int) string {
-	names := make([]string, 0, len(counts))
-	for name := range counts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s:%d", name, counts[name])
-	}
-	return strings.Join(parts, ",")
-}

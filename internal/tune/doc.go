@@ -68,7 +68,7 @@
 // The Go garbage collector runs before each pass. With --repeat N
 // each figure is the median of the N runs, taken per column. With
 // --baseline each run is repeated on raw Pebble (pebble.Open with
-// engine.PebbleOptions of the same config: identical options, without
+// pebbleconf.Options of the same config: identical options, without
 // Strata's wrapping), in the same process, alternating which of the two
 // runs first; "X vs Pebble" is the median of the per-run ratios Strata MB/s
 // / Pebble MB/s. Both sides compare each value in place, without a copy:

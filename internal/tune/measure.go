@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/pebbleconf"
 )
 
 // WriteBatchSize is the number of entities each write batch holds: the
@@ -30,7 +31,7 @@ type Implementation string
 const (
 	// Strata is engine.Open with the run's config.
 	Strata Implementation = "strata"
-	// Pebble is pebble.Open with engine.PebbleOptions of the same config:
+	// Pebble is pebble.Open with pebbleconf.Options of the same config:
 	// the raw-Pebble baseline with identical settings.
 	Pebble Implementation = "pebble"
 )
@@ -242,7 +243,7 @@ func (s *strataStore) levels() ([7]int, error) {
 
 func (s *strataStore) close() error { return s.db.Close() }
 
-// pebbleStore is raw Pebble opened with engine.PebbleOptions of the run's
+// pebbleStore is raw Pebble opened with pebbleconf.Options of the run's
 // config: the same options Strata opens Pebble with, without Strata's
 // wrapping (WAL accounting, OPTIONS file, codec rewrites).
 type pebbleStore struct {
@@ -251,10 +252,11 @@ type pebbleStore struct {
 }
 
 func openPebble(cfg *config.Config) (store, error) {
-	opts, err := engine.PebbleOptions(cfg)
+	r, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
+	opts := pebbleconf.Options(r)
 	opts.WithFSDefaults()
 	db, err := pebble.Open(cfg.DBPath, opts)
 	opts.Cache.Unref()
@@ -554,7 +556,7 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	if err != nil {
 		return run, err
 	}
-	run.TableCodecs = engine.FormatCodecCounts(codecs)
+	run.TableCodecs = pebbleconf.FormatCodecCounts(codecs)
 
 	// 5. Size after the compaction, once closed.
 	err, s = s.close(), nil

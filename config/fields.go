@@ -1,0 +1,372 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/stratadb/strata/compression"
+)
+
+// The table of Config's keys. Each top-level key of the file (the [server]
+// and [cluster] sections aside) is one row of fields, which holds every fact
+// about it but its doc comment: the RocksDB section and option name it is
+// written under, the unit conversion, the allowed range, the default and any
+// further rule. Default, Validate, the OPTIONS writer (RocksDBOptions), the
+// importer (ImportRocksDBOptions) and a test of docs/config.md's table all
+// read it, so the writer and the importer are one mapping read two ways, as
+// Pebble's options.go has one parser under Parse and CheckCompatibility.
+//
+// The rows are in the order of the OPTIONS file; byField is the same rows in
+// the order of Config's fields, which Validate and the documentation follow.
+
+// Sections of a RocksDB OPTIONS file; sectionHeader is the comment block
+// before the first section.
+const (
+	sectionHeader  = ""
+	sectionVersion = "Version"
+	sectionDB      = "DBOptions"
+	sectionCF      = `CFOptions "default"`
+	sectionTable   = `TableOptions/BlockBasedTable "default"`
+)
+
+// field is one row of the table.
+type field struct {
+	// key is the file key ("memtable_size_mb"), which is also the Config
+	// field's toml tag; empty for a RocksDB option that Strata writes with a
+	// value of its own choosing (fixed or text).
+	key string
+	// section is the OPTIONS section the line goes in.
+	section string
+	// rocksdb is RocksDB's name of the option; empty writes the value as a
+	// "# strata: key=value" comment, which RocksDB's parser skips.
+	rocksdb string
+	// scale converts units: RocksDB's value is the Config value times scale
+	// (mib: the file's MB are RocksDB's bytes). 0 means 1.
+	scale int64
+	// limits is the allowed range of a number; nil for other kinds.
+	limits *limits
+	// def is the Default() value: a string, bool, int or float64.
+	def any
+	// check adds problems beyond the range (Validate).
+	check func(v *validator, c *Config, f *field)
+	// comment is written on the line above.
+	comment string
+	// fixed is the value a row without key always writes; a file that gives
+	// another is listed as Unmapped with reason. Booleans compare as
+	// booleans ("1" is "true").
+	fixed string
+	// noteIf reports whether the value in r is accepted without effect (or
+	// with a changed one), which reason explains (Notes).
+	noteIf func(r *Resolved) bool
+	reason string
+	// text reads and writes a value that is not a plain string, bool or
+	// number (or, with key empty, the whole line).
+	text *textForm
+	// index locates the Config field (from the toml tags).
+	index []int
+}
+
+// textForm is the OPTIONS text of a row that is not a plain value.
+type textForm struct {
+	// format returns the escaped text of the value; false leaves the line out.
+	format func(r *Resolved) (string, bool)
+	// parse takes the value of the line over into imp. value is unescaped,
+	// raw is as written (without a trailing comment).
+	parse func(imp *importer, f *field, value, raw string) error
+}
+
+// limits is an allowed range of a number, inclusive.
+type limits struct {
+	min, max float64
+	// zeroMeans, if set, allows 0 as well, meaning what it says
+	// (bottommost_block_size = 0 is "block_size").
+	zeroMeans string
+}
+
+func (l *limits) allows(x float64) bool {
+	return (x >= l.min && x <= l.max) || (l.zeroMeans != "" && x == 0) // NaN fails both
+}
+
+// String is the range as docs/config.md's table shows it: "1 to 4095".
+func (l *limits) String() string {
+	s := formatNumber(l.min) + " to " + formatNumber(l.max)
+	if l.zeroMeans != "" {
+		s = "0 (" + l.zeroMeans + ") or " + s
+	}
+	return s
+}
+
+// rule is what a FieldError says when the value is outside the range.
+func (l *limits) rule() string {
+	if l.zeroMeans != "" {
+		return fmt.Sprintf("must be 0 (%s) or from %s to %s", l.zeroMeans, formatNumber(l.min), formatNumber(l.max))
+	}
+	return fmt.Sprintf("must be from %s to %s", formatNumber(l.min), formatNumber(l.max))
+}
+
+func inRange(min, max float64) *limits { return &limits{min: min, max: max} }
+
+func formatNumber(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+const mib = 1 << 20
+
+// numLevels is the number of levels of a Pebble LSM, the last one being the
+// bottommost.
+const numLevels = 7
+
+// kDefaultCompressionLevel is RocksDB's compression_opts.level for "the
+// codec's default level".
+const kDefaultCompressionLevel = 32767
+
+// The RocksDB version whose option names and formats the file follows, and
+// the options file format version.
+const (
+	rocksDBVersion     = "8.11.0"
+	optionsFileVersion = "1.1"
+)
+
+var (
+	// fields is the table, in the order of the OPTIONS file.
+	fields []field
+	// byField is the rows with a key, in the order of Config's fields.
+	byField []*field
+	// rocksDBRows finds a row by section and RocksDB name
+	// (section + "\x00" + name); strataRows by the key of a "# strata:"
+	// comment.
+	rocksDBRows, strataRows map[string]*field
+)
+
+func init() {
+	fields = []field{
+		// Before the first section: settings RocksDB keeps nowhere.
+		{key: "db_path", def: "data/strata", check: (*validator).notEmpty},
+		{key: "wal_failover_dir", def: "", check: (*validator).walFailoverDir},
+		{key: "db_paths", check: (*validator).dbPaths, text: dbPathsText},
+		{key: "tiering_move_rate_mb", limits: inRange(0, 1<<20), def: 64},
+		{key: "zstd_level", limits: inRange(1, compression.MaxZstdLevel), def: compression.DefaultZstdLevel},
+
+		{section: sectionVersion, rocksdb: "rocksdb_version", fixed: rocksDBVersion},
+		{section: sectionVersion, rocksdb: "options_file_version", fixed: optionsFileVersion, text: fileVersionText},
+
+		{key: "wal_dir", section: sectionDB, rocksdb: "wal_dir", def: ""},
+		{key: "use_direct_reads", section: sectionDB, rocksdb: "use_direct_reads", def: false},
+		{key: "use_direct_io_for_flush_and_compaction", section: sectionDB, rocksdb: "use_direct_io_for_flush_and_compaction", def: false},
+		{key: "direct_io_fallback", section: sectionDB, def: false},
+		{key: "max_background_jobs", section: sectionDB, rocksdb: "max_background_jobs", limits: inRange(1, 256), def: 2},
+		{section: sectionDB, rocksdb: "create_if_missing", fixed: "true", reason: "Strata always creates a missing database"},
+		{key: "enable_wal", section: sectionDB, def: true,
+			comment: "enable_wal and sync are per-write options in RocksDB (WriteOptions::disableWAL, ::sync)"},
+		{key: "sync", section: sectionDB, def: false, check: (*validator).syncNeedsWAL},
+
+		{key: "memtable_size_mb", section: sectionCF, rocksdb: "write_buffer_size", scale: mib, limits: inRange(1, 4095), def: 256},
+		{key: "max_write_buffer_number", section: sectionCF, rocksdb: "max_write_buffer_number", limits: inRange(1, 64), def: 3,
+			noteIf: func(r *Resolved) bool { return r.Config.MaxWriteBufferNumber == 1 }, reason: reasonMaxWBN},
+		{key: "min_write_buffer_number_to_merge", section: sectionCF, rocksdb: "min_write_buffer_number_to_merge", limits: inRange(1, 64), def: 1,
+			noteIf: func(r *Resolved) bool { return r.Config.MinWriteBufferNumberToMerge > 1 }, reason: reasonMinMerge},
+		{key: "use_universal_compaction", section: sectionCF, rocksdb: "compaction_style", def: false, text: compactionStyleText},
+		{key: "dynamic_level_bytes", section: sectionCF, rocksdb: "level_compaction_dynamic_level_bytes", def: true,
+			noteIf: func(r *Resolved) bool { return !r.Config.DynamicLevelBytes }, reason: reasonDynamic},
+		{section: sectionCF, rocksdb: "num_levels", fixed: strconv.Itoa(numLevels), text: numLevelsText},
+		{key: "target_file_size_base_mb", section: sectionCF, rocksdb: "target_file_size_base", scale: mib, limits: inRange(1, 4096), def: 64},
+		{section: sectionCF, rocksdb: "target_file_size_multiplier", fixed: "1",
+			reason: "Strata uses target_file_size_base on every level (multiplier 1)"},
+		{key: "max_bytes_for_level_base_mb", section: sectionCF, rocksdb: "max_bytes_for_level_base", scale: mib, limits: inRange(1, 1<<20), def: 256},
+		{key: "optimize_filters_for_hits", section: sectionCF, rocksdb: "optimize_filters_for_hits", def: false},
+		{section: sectionCF, rocksdb: "compression", text: compressionText},
+		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText},
+		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText},
+		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText},
+		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText},
+		{key: "compression_default", section: sectionCF, def: "lz4", check: (*validator).codec, text: spellingText,
+			noteIf: func(r *Resolved) bool { return requestsLZ4(r, 0) }, reason: reasonLZ4},
+		{key: "compression_bottommost", section: sectionCF, def: "zstd", check: (*validator).codec, text: spellingText,
+			noteIf: func(r *Resolved) bool { return requestsLZ4(r, 1) }, reason: reasonLZ4},
+
+		{key: "block_size", section: sectionTable, rocksdb: "block_size", limits: inRange(1<<10, 1<<20), def: 4096},
+		{key: "bottommost_block_size", section: sectionTable, limits: &limits{min: 1 << 10, max: 1 << 20, zeroMeans: "block_size"}, def: 32768,
+			comment: "RocksDB has one block_size; Strata gives the bottommost level its own (0 = block_size)"},
+		{key: "cache_index_and_filter_blocks", section: sectionTable, rocksdb: "cache_index_and_filter_blocks", def: true,
+			noteIf: func(r *Resolved) bool { return !r.Config.CacheIndexAndFilterBlocks }, reason: reasonCacheIndex},
+		{section: sectionTable, rocksdb: "cache_index_and_filter_blocks_with_high_priority", fixed: "true", reason: reasonHighPri},
+		{key: "pin_l0_filter_and_index_blocks_in_cache", section: sectionTable, rocksdb: "pin_l0_filter_and_index_blocks_in_cache", def: true,
+			noteIf: func(r *Resolved) bool { return r.Config.PinL0FilterAndIndexBlocksInCache }, reason: reasonPin},
+		{key: "partition_filters", section: sectionTable, rocksdb: "partition_filters", def: true,
+			noteIf: func(r *Resolved) bool { return r.Config.PartitionFilters }, reason: reasonPartition},
+		{section: sectionTable, rocksdb: "index_type", text: indexTypeText},
+		{key: "bloom_bits_per_key", section: sectionTable, rocksdb: "filter_policy", limits: inRange(0, 64), def: 10, text: filterPolicyText},
+		{key: "block_cache_size_mb", section: sectionTable, limits: inRange(0, 1<<20), def: 256,
+			comment: "RocksDB does not keep the block cache in its options file"},
+		{key: "high_pri_pool_ratio", section: sectionTable, limits: inRange(0, 1), def: 0.5,
+			noteIf: func(r *Resolved) bool { return r.Config.HighPriPoolRatio != 0 }, reason: reasonHighPri},
+	}
+	indexFields()
+}
+
+// indexFields finds each row's Config field by its toml tag, orders byField
+// and fills the lookup maps. A row whose key names no field, or a simple
+// Config field without a row, is a programming error caught by every test.
+func indexFields() {
+	t := reflect.TypeFor[Config]()
+	tags := map[string][]int{}
+	for i := range t.NumField() {
+		tags[t.Field(i).Tag.Get("toml")] = t.Field(i).Index
+	}
+	rocksDBRows, strataRows = map[string]*field{}, map[string]*field{}
+	byField = byField[:0]
+	for i := range fields {
+		f := &fields[i]
+		if f.rocksdb != "" {
+			rocksDBRows[f.section+"\x00"+f.rocksdb] = f
+		}
+		if f.key == "" {
+			continue
+		}
+		idx, ok := tags[f.key]
+		if !ok {
+			panic("config: field table: no Config field has the key " + f.key)
+		}
+		f.index = idx
+		if f.rocksdb == "" {
+			strataRows[f.key] = f
+		}
+		byField = append(byField, f)
+	}
+	// Config's field order; Server and Cluster are not rows.
+	pos := func(f *field) int { return f.index[0] }
+	for i := 1; i < len(byField); i++ {
+		for j := i; j > 0 && pos(byField[j]) < pos(byField[j-1]); j-- {
+			byField[j], byField[j-1] = byField[j-1], byField[j]
+		}
+	}
+}
+
+// fieldByKey returns the row of a file key, or nil.
+func fieldByKey(key string) *field {
+	for _, f := range byField {
+		if f.key == key {
+			return f
+		}
+	}
+	return nil
+}
+
+// value returns the Config field of the row.
+func (f *field) value(c *Config) reflect.Value {
+	return reflect.ValueOf(c).Elem().FieldByIndex(f.index)
+}
+
+// number returns a numeric field's value as a float64 (for limits).
+func (f *field) number(c *Config) float64 {
+	v := f.value(c)
+	if v.CanInt() {
+		return float64(v.Int())
+	}
+	return v.Float()
+}
+
+// setDefault sets the field of c to the row's default.
+func (f *field) setDefault(c *Config) {
+	if f.def == nil {
+		return
+	}
+	v := f.value(c)
+	v.Set(reflect.ValueOf(f.def).Convert(v.Type()))
+}
+
+// defaultText is the default as docs/config.md's table shows it.
+func (f *field) defaultText() string {
+	switch d := f.def.(type) {
+	case nil:
+		return "[]"
+	case string:
+		if d == "" {
+			return `""`
+		}
+		return d
+	default:
+		return fmt.Sprint(d)
+	}
+}
+
+// rangeText is what docs/config.md's Range column says for the row: the
+// limits of a number, the codec names of a codec, "-" otherwise.
+func (f *field) rangeText() string {
+	switch {
+	case f.limits != nil:
+		return f.limits.String()
+	case f.text == spellingText:
+		return strings.Join(compression.Names(), ", ")
+	}
+	return "-"
+}
+
+// format returns the escaped OPTIONS text of the row's value in r, and
+// whether the line is written.
+func (f *field) format(r *Resolved) (string, bool) {
+	switch {
+	case f.text != nil && f.text.format != nil:
+		return f.text.format(r)
+	case f.key == "":
+		return f.fixed, true
+	}
+	v := f.value(r.Config)
+	switch v.Kind() {
+	case reflect.String:
+		special := rocksDBSpecial
+		if f.rocksdb == "" {
+			special = strataSpecial
+		}
+		return escapeValue(v.String(), special), true
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool()), true
+	case reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64), true
+	default:
+		return strconv.FormatInt(v.Int()*max(f.scale, 1), 10), true
+	}
+}
+
+// parse takes a value of the row from an OPTIONS file over into imp.cfg;
+// name is the option as the file wrote it, for messages.
+func (f *field) parse(imp *importer, name, value, raw string) error {
+	switch {
+	case f.text != nil && f.text.parse != nil:
+		return f.text.parse(imp, f, value, raw)
+	case f.key == "":
+		return imp.fixedValue(f, value)
+	}
+	v := f.value(imp.cfg)
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(value)
+	case reflect.Bool:
+		b, err := parseBool(name, value)
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("%s=%s: expected a number", name, clip(value))
+		}
+		v.SetFloat(x)
+	default:
+		if f.scale > 1 {
+			n, err := imp.scaled(f, name, value)
+			if err != nil {
+				return err
+			}
+			v.SetInt(n)
+			return nil
+		}
+		n, err := parseInt(name, value, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/stratadb/strata/compression"
+)
+
+// The OPTIONS text of the rows of fields that are not a plain value: each
+// form writes and reads its option in one place, so the writer and the
+// importer cannot drift apart.
+
+// dbPathsText is db_paths as path:size,path:size, with ':' and ',' escaped
+// in the paths.
+var dbPathsText = &textForm{
+	format: func(r *Resolved) (string, bool) {
+		parts := make([]string, len(r.Config.DBPaths))
+		for i, p := range r.Config.DBPaths {
+			parts[i] = escapeValue(p.Path, dbPathSpecial) + ":" + strconv.FormatUint(p.TargetSizeBytes, 10)
+		}
+		return strings.Join(parts, ","), true
+	},
+	parse: func(imp *importer, _ *field, _, raw string) error {
+		paths, err := parseDBPaths(raw)
+		if err != nil {
+			return fmt.Errorf("strata: db_paths: %w", err)
+		}
+		imp.cfg.DBPaths = paths
+		return nil
+	},
+}
+
+// parseDBPaths reads path:size,path:size; ',' and ':' inside a path are
+// escaped.
+func parseDBPaths(raw string) ([]DBPath, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	var paths []DBPath
+	for _, entry := range splitUnescaped(raw, ',') {
+		colon := lastUnescaped(entry, ':')
+		if colon < 0 {
+			return nil, fmt.Errorf("entry %q: expected path:target_size_bytes", clip(unescapeTrim(entry)))
+		}
+		size, err := strconv.ParseUint(strings.TrimSpace(entry[colon+1:]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q: target_size_bytes must be a non-negative integer", clip(unescapeTrim(entry)))
+		}
+		paths = append(paths, DBPath{Path: unescapeTrim(entry[:colon]), TargetSizeBytes: size})
+	}
+	return paths, nil
+}
+
+// fileVersionText accepts options files of format version 1.x.
+var fileVersionText = &textForm{
+	parse: func(_ *importer, f *field, value, _ string) error {
+		if major, _, _ := strings.Cut(value, "."); major != "1" {
+			return fmt.Errorf("%s=%s: only version 1.x is understood", f.rocksdb, clip(value))
+		}
+		return nil
+	},
+}
+
+// compactionStyleText is use_universal_compaction as RocksDB's
+// compaction_style.
+var compactionStyleText = &textForm{
+	format: func(r *Resolved) (string, bool) {
+		if r.Config.UseUniversalCompaction {
+			return "kCompactionStyleUniversal", true
+		}
+		return "kCompactionStyleLevel", true
+	},
+	parse: func(imp *importer, f *field, value, _ string) error {
+		switch value {
+		case "kCompactionStyleLevel":
+			imp.cfg.UseUniversalCompaction = false
+		case "kCompactionStyleUniversal":
+			imp.cfg.UseUniversalCompaction = true
+		default:
+			imp.skip(f.rocksdb, value, "Strata has leveled (and, rejected at open, universal) compaction only")
+		}
+		return nil
+	},
+}
+
+// numLevelsText reads num_levels, which says how many entries of
+// compression_per_level count.
+var numLevelsText = &textForm{
+	parse: func(imp *importer, f *field, value, _ string) error {
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%s=%s: expected a positive integer", f.rocksdb, clip(value))
+		}
+		imp.numLevels = n
+		if n != numLevels {
+			imp.skip(f.rocksdb, value, fmt.Sprintf("Pebble always has %d levels; compression_per_level is read for %d", numLevels, n))
+		}
+		return nil
+	},
+}
+
+// indexTypeText writes the index type partition_filters needs (RocksDB drops
+// partition_filters without a two-level index). Pebble switches to a
+// two-level index by itself, so either type is accepted on import.
+var indexTypeText = &textForm{
+	format: func(r *Resolved) (string, bool) {
+		if r.Config.PartitionFilters {
+			return "kTwoLevelIndexSearch", true
+		}
+		return "kBinarySearch", true
+	},
+	parse: func(imp *importer, f *field, value, _ string) error {
+		if value != "kBinarySearch" && value != "kTwoLevelIndexSearch" {
+			imp.skip(f.rocksdb, value, "Pebble has binary-search indexes only (two-level when large)")
+		}
+		return nil
+	},
+}
+
+// filterPolicyText is bloom_bits_per_key as RocksDB's filter_policy:
+// "bloomfilter:N:false", or "nullptr" for no filter. On import
+// "bloomfilter:N:B" (B, RocksDB's old block-based builder flag, is ignored)
+// and "bloomfilter:N" are read.
+var filterPolicyText = &textForm{
+	format: func(r *Resolved) (string, bool) {
+		if r.Config.BloomBitsPerKey == 0 {
+			return "nullptr", true
+		}
+		return fmt.Sprintf("bloomfilter:%d:false", r.Config.BloomBitsPerKey), true
+	},
+	parse: func(imp *importer, f *field, value, _ string) error {
+		if value == "" || value == "nullptr" {
+			imp.cfg.BloomBitsPerKey = 0
+			return nil
+		}
+		parts := strings.Split(value, ":")
+		if parts[0] == "bloomfilter" && (len(parts) == 2 || (len(parts) == 3 && (parts[2] == "false" || parts[2] == "true"))) {
+			bits, err := strconv.ParseFloat(parts[1], 64)
+			if err == nil && f.limits.allows(bits) && bits == math.Trunc(bits) {
+				imp.cfg.BloomBitsPerKey = int(bits)
+				return nil
+			}
+			imp.skip(f.rocksdb, value, "bits per key must be a whole number from "+f.limits.String()+": "+f.key+" keeps its default")
+			return nil
+		}
+		imp.skip(f.rocksdb, value, "only bloomfilter:<bits per key>[:false] is understood: "+f.key+" keeps its default")
+		return nil
+	},
+}
+
+// The codec options. RocksDB spreads the two codecs of a Config over five
+// options; the writer derives each from the resolved codecs, the importer
+// collects them and combines them once the file is read (resolveCodecs).
+// An invalid codec leaves the five out.
+
+// codecsOK reports whether both codecs of r parsed.
+func codecsOK(r *Resolved) bool { return r.codecErr[0] == nil && r.codecErr[1] == nil }
+
+var compressionText = &textForm{
+	format: func(r *Resolved) (string, bool) { return r.Codecs[0].RocksDBName(), codecsOK(r) },
+	parse: func(imp *importer, f *field, value, _ string) error {
+		if codec, ok := imp.rocksDBCodec(f.rocksdb, value); ok {
+			imp.codecs.compression = &codec
+		}
+		return nil
+	},
+}
+
+var bottommostCompressionText = &textForm{
+	format: func(r *Resolved) (string, bool) { return r.Codecs[numLevels-1].RocksDBName(), codecsOK(r) },
+	parse: func(imp *importer, f *field, value, _ string) error {
+		if value == "kDisableCompressionOption" {
+			return nil // the bottommost level keeps the codec of the other settings
+		}
+		if codec, ok := imp.rocksDBCodec(f.rocksdb, value); ok {
+			imp.codecs.bottommost = &codec
+		} else {
+			imp.codecs.bottommostBad = true
+		}
+		return nil
+	},
+}
+
+var perLevelText = &textForm{
+	format: func(r *Resolved) (string, bool) {
+		names := make([]string, numLevels)
+		for i, c := range r.Codecs {
+			names[i] = c.RocksDBName()
+		}
+		return strings.Join(names, ":"), codecsOK(r)
+	},
+	parse: func(imp *importer, f *field, value, _ string) error {
+		imp.codecs.perLevel, imp.codecs.perLevelRaw = nil, value
+		if value == "" {
+			return nil
+		}
+		for _, name := range strings.Split(value, ":") {
+			codec, err := compression.ParseRocksDBName(name)
+			if err != nil {
+				imp.codecs.perLevel = nil
+				imp.skip(f.rocksdb, value, fmt.Sprintf("level codec %s has no Pebble equivalent: compression is used", strings.TrimSpace(name)))
+				return nil
+			}
+			imp.codecs.perLevel = append(imp.codecs.perLevel, codec)
+		}
+		return nil
+	},
+}
+
+var compressionOptsText = &textForm{
+	format: func(r *Resolved) (string, bool) { return compressionOpts(r.Codecs[0], false), codecsOK(r) },
+	parse: func(imp *importer, f *field, value, _ string) error {
+		imp.codecs.opts = imp.compressionOpts(f.rocksdb, value)
+		return nil
+	},
+}
+
+var bottommostOptsText = &textForm{
+	format: func(r *Resolved) (string, bool) { return compressionOpts(r.Codecs[numLevels-1], true), codecsOK(r) },
+	parse: func(imp *importer, f *field, value, _ string) error {
+		imp.codecs.bottomOpts = imp.compressionOpts(f.rocksdb, value)
+		return nil
+	},
+}
+
+// spellingText is a codec as the config spelled it ("# strata:
+// compression_default=lz4"); the importer lets it replace the name derived
+// from the RocksDB keys when both mean the same codec.
+var spellingText = &textForm{
+	parse: func(imp *importer, f *field, value, _ string) error {
+		imp.codecs.spellings[f.key] = &spelling{section: imp.section, value: value}
+		return nil
+	},
+}
+
+// compressionOpts renders RocksDB's CompressionOptions struct. Only level
+// carries Strata's setting: the zstd level, or RocksDB's "default level" for
+// the other codecs. enabled tells RocksDB to use bottommost_compression_opts
+// rather than compression_opts on the bottommost level.
+func compressionOpts(c compression.Codec, bottommost bool) string {
+	level := kDefaultCompressionLevel
+	if c.Algorithm == compression.Zstd {
+		level = c.Level
+	}
+	return fmt.Sprintf("{window_bits=-14;level=%d;strategy=0;max_dict_bytes=0;zstd_max_train_bytes=0;"+
+		"parallel_threads=1;enabled=%t;max_dict_buffer_bytes=0;use_zstd_dict_trainer=true;}", level, bottommost)
+}

@@ -1,0 +1,93 @@
+// Package pebbleconf converts a resolved config.Config into the Pebble
+// options Strata opens its database with: the one place where Config fields
+// become Pebble settings. The engine opens with it, and the tools (tune's
+// "vs Pebble" peer, the engine's benchmarks) open raw Pebble with it, so
+// both run with identical settings. It is internal: an embedded user opens
+// an engine.DB and never sees Pebble's options.
+//
+//	r, err := cfg.Resolve()
+//	if err != nil { ... }
+//	opts := pebbleconf.Options(r)
+//	defer opts.Cache.Unref() // once the database is open, or was not opened
+//	db, err := pebble.Open(cfg.DBPath, opts)
+package pebbleconf
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/stratadb/strata/config"
+)
+
+// Options returns the Pebble options of r. The caller owns the returned
+// block cache reference and must call opts.Cache.Unref() once the database
+// is open (or was not opened).
+//
+// Pebble's log lines are dropped, as in a Strata database opened without a
+// Logger. The file system, event listener and WAL placement are not set
+// here; engine.Open adds them.
+func Options(r *config.Resolved) *pebble.Options {
+	cfg := r.Config
+	opts := &pebble.Options{
+		FormatMajorVersion:          pebble.FormatNewest, // MinLZ needs table format v6+
+		Cache:                       pebble.NewCache(r.Cache.CapacityBytes),
+		MemTableSize:                uint64(cfg.MemtableSizeMB) << 20,
+		MemTableStopWritesThreshold: max(2, cfg.MaxWriteBufferNumber),
+		LBaseMaxBytes:               cfg.MaxBytesForLevelBaseMB << 20,
+		DisableWAL:                  !cfg.EnableWAL,
+		Logger:                      silent{},
+	}
+	// RocksDB's target_file_size_base with multiplier 1: every level, L0
+	// (whose size also bounds flush output) included, aims at the same size.
+	for i := range opts.TargetFileSizes {
+		opts.TargetFileSizes[i] = cfg.TargetFileSizeBaseMB << 20
+	}
+	// RocksDB's split of max_background_jobs: a quarter (at least one) for
+	// flushes, the rest (at least one) for compactions.
+	compactions := max(1, cfg.MaxBackgroundJobs-max(1, cfg.MaxBackgroundJobs/4))
+	opts.CompactionConcurrencyRange = func() (int, int) { return 1, compactions }
+
+	for i := range opts.Levels {
+		l := &opts.Levels[i]
+		// block_size on L0-L5, bottommost_block_size on L6: larger blocks
+		// where the cold data and zstd are, small ones where reads are hot.
+		l.BlockSize = cfg.LevelBlockSize(i)
+		if cfg.BloomBitsPerKey > 0 {
+			l.FilterPolicy = bloom.FilterPolicy(cfg.BloomBitsPerKey)
+		}
+		profile := r.Codecs[i].PebbleProfile()
+		l.Compression = func() *sstable.CompressionProfile { return profile }
+	}
+	opts.EnsureDefaults()
+	return opts
+}
+
+// silent is a Pebble logger that drops informational lines; Fatalf still
+// ends the process, as Pebble's default logger does.
+type silent struct{}
+
+func (silent) Infof(string, ...any)  {}
+func (silent) Errorf(string, ...any) {}
+func (silent) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// FormatCodecCounts renders table counts by stored codec (the engine's
+// LevelMetrics.TableCodecs) as "MinLZ:1,ZSTD:2", sorted by codec name; ""
+// when there are none. The engine's Stats and tune's tables show them alike.
+func FormatCodecCounts(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s:%d", name, counts[name])
+	}
+	return strings.Join(parts, ",")
+}
