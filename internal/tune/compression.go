@@ -16,6 +16,7 @@ import (
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/report"
+	"github.com/stratadb/strata/internal/stats"
 )
 
 // DefaultProfiles are the four rows of the THEMIS RocksDB tuning guide's
@@ -142,7 +143,7 @@ type CompressionOptions struct {
 	// The default value is 1.
 	Repeat int
 	// Baseline also runs each profile on raw Pebble opened with
-	// engine.PebbleOptions of the same config, interleaved with the Strata
+	// pebbleconf.Options of the same config, interleaved with the Strata
 	// runs, for the "vs Pebble" columns.
 	Baseline bool
 	// Seed chooses the shuffled read order.
@@ -357,24 +358,24 @@ func pairedRatio(ref, runs []Run, seconds func(Run) float64) float64 {
 	for k := range n {
 		r[k] = ratioOf(seconds(ref[k]), seconds(runs[k]))
 	}
-	return median(r)
+	return stats.Median(r)
 }
 
 // summarize sets the row's medians from its runs.
 func (r *CompressionRow) summarize(raw int64) {
-	r.DBSizeBytes = median(collect(r.Runs, func(x Run) float64 { return float64(x.DBSizeBytes) }))
-	r.SizeBeforeBytes = median(collect(r.Runs, func(x Run) float64 { return float64(x.SizeBeforeBytes) }))
+	r.DBSizeBytes = stats.Median(collect(r.Runs, func(x Run) float64 { return float64(x.DBSizeBytes) }))
+	r.SizeBeforeBytes = stats.Median(collect(r.Runs, func(x Run) float64 { return float64(x.SizeBeforeBytes) }))
 	if r.DBSizeBytes > 0 {
 		r.Ratio = float64(raw) / r.DBSizeBytes
 	}
-	r.WriteMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
-	r.ReadMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
-	r.ScanMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ScanSeconds) }))
-	r.IngestMBps = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds+x.CompactSeconds) }))
-	r.WriteMBPerCPUs = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
-	r.ReadMBPerCPUs = median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
-	r.CompactSeconds = median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
-	r.WriteAmp = median(collect(r.Runs, func(x Run) float64 { return x.WriteAmp }))
+	r.WriteMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
+	r.ReadMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
+	r.ScanMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ScanSeconds) }))
+	r.IngestMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds+x.CompactSeconds) }))
+	r.WriteMBPerCPUs = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
+	r.ReadMBPerCPUs = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
+	r.CompactSeconds = stats.Median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
+	r.WriteAmp = stats.Median(collect(r.Runs, func(x Run) float64 { return x.WriteAmp }))
 	if len(r.PebbleRuns) == len(r.Runs) && len(r.Runs) > 0 {
 		vs := func(seconds func(Run) float64) float64 {
 			ratios := make([]float64, len(r.Runs))
@@ -382,7 +383,7 @@ func (r *CompressionRow) summarize(raw int64) {
 				// Same bytes on both sides: the MiB/s ratio is the inverse time ratio.
 				ratios[k] = seconds(r.PebbleRuns[k]) / seconds(r.Runs[k])
 			}
-			return median(ratios)
+			return stats.Median(ratios)
 		}
 		r.WriteVsPebble = vs(func(x Run) float64 { return x.WriteSeconds })
 		r.ReadVsPebble = vs(func(x Run) float64 { return x.ReadSeconds })
@@ -465,7 +466,7 @@ func (res *CompressionResult) Table() *report.Table {
 		t.Notes = append(t.Notes, "lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec (`tune codecs` measures true LZ4 beside MinLZ).")
 	}
 	if res.Baseline {
-		t.Notes = append(t.Notes, "X vs Pebble = Strata's MB/s / raw Pebble's (pebble.Open with engine.PebbleOptions of the same config), run interleaved in this process; the median of the per-run ratios, > 1 means Strata is faster. Both compare each value in place, without a copy (Strata through engine.DB.View).")
+		t.Notes = append(t.Notes, "X vs Pebble = Strata's MB/s / raw Pebble's (pebble.Open with the Pebble options Strata derives from the same config), run interleaved in this process; the median of the per-run ratios, > 1 means Strata is faster. Both compare each value in place, without a copy (Strata through engine.DB.View).")
 		for _, r := range res.Rows {
 			if len(r.Runs) == 0 || len(r.PebbleRuns) == 0 || r.Runs[0].TableCodecs == r.PebbleRuns[0].TableCodecs {
 				continue
@@ -570,7 +571,7 @@ key back and scans. Columns:
   W-Amp              bytes written to tables / bytes written to the WAL
 
 With --baseline, each profile also runs on raw Pebble opened with the same
-options (engine.PebbleOptions), interleaved in this process; the "vs Pebble"
+options (internal/pebbleconf), interleaved in this process; the "vs Pebble"
 columns are Strata MB/s / Pebble MB/s. MB = MiB. Each timed phase repeats its
 work until it has run --min-time (1s), so that a figure is not a few
 milliseconds of a shared machine; the figures are per pass. The table prints

@@ -146,24 +146,6 @@ func TestCompressionRepeatMedian(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		in   []float64
-		want float64
-	}{
-		{[]float64{3}, 3},
-		{[]float64{5, 1, 3}, 3},
-		{[]float64{4, 1, 3, 2}, 2.5},
-	} {
-		if got := median(tc.in); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-	if !math.IsNaN(median(nil)) {
-		t.Error("median(nil) is not NaN")
-	}
-}
-
 func TestCompressionBaseline(t *testing.T) {
 	profiles, _ := ParseProfiles("none/none,lz4/zstd")
 	res, err := RunCompression(context.Background(), CompressionOptions{MinTime: testMinTime, Data: smallData(t), Profiles: profiles, Baseline: true, Repeat: 2})

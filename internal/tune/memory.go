@@ -1,17 +1,14 @@
 package tune
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +16,7 @@ import (
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/indexmem"
+	"github.com/stratadb/strata/internal/procfs"
 	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/mvcc"
 	"github.com/stratadb/strata/mvcc/keyindex"
@@ -183,7 +181,7 @@ func (o *MemoryOptions) Validate() error {
 // takes a revision, so a row needs at least keys*(2*key_size) +
 // keys*versions*8 bytes. Without /proc/meminfo it checks nothing.
 func checkFits(keys, versions, keySize int) error {
-	total, err := memTotal()
+	total, err := procfs.MemTotal()
 	if err != nil {
 		return nil
 	}
@@ -193,26 +191,6 @@ func checkFits(keys, versions, keySize int) error {
 	}
 	return fmt.Errorf("--keys %d --versions %d --key-size %d: needs at least %.1f GB of memory, more than this machine's %.1f GB",
 		keys, versions, keySize, need/(1<<30), float64(total)/(1<<30))
-}
-
-// memTotal returns MemTotal of /proc/meminfo in bytes.
-func memTotal() (int64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, errors.New("tune: no MemTotal in /proc/meminfo")
 }
 
 // MemoryRow is one measured row and etcd's figure for it.

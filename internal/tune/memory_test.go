@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stratadb/strata/internal/indexmem"
+	"github.com/stratadb/strata/internal/procfs"
 	"github.com/stratadb/strata/internal/report"
 )
 
@@ -140,7 +141,7 @@ func TestMemoryValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()
 			if tc.name == "absurd keys" {
-				if _, merr := memTotal(); merr != nil {
+				if _, merr := procfs.MemTotal(); merr != nil {
 					t.Skip("no /proc/meminfo")
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/report"
+	"github.com/stratadb/strata/internal/stats"
 )
 
 // Goal is what `tune recommend` optimises: a constraint relative to the
@@ -475,17 +476,17 @@ func formatBlockSize(n int) string {
 
 // summarize sets the candidate's medians from its runs.
 func (c *Candidate) summarize(raw int64) {
-	c.DBSizeBytes = median(collect(c.Runs, func(x Run) float64 { return float64(x.DBSizeBytes) }))
+	c.DBSizeBytes = stats.Median(collect(c.Runs, func(x Run) float64 { return float64(x.DBSizeBytes) }))
 	if c.DBSizeBytes > 0 {
 		c.Ratio = float64(raw) / c.DBSizeBytes
 	}
-	c.WriteMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
-	c.ReadMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
-	c.WriteMBPerCPUs = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
-	c.IngestMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds+x.CompactSeconds) }))
-	c.ReadMBPerCPUs = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
-	c.AbsentMBps = median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.AbsentSeconds) }))
-	c.CompactSeconds = median(collect(c.Runs, func(x Run) float64 { return x.CompactSeconds }))
+	c.WriteMBps = stats.Median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds) }))
+	c.ReadMBps = stats.Median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
+	c.WriteMBPerCPUs = stats.Median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
+	c.IngestMBps = stats.Median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds+x.CompactSeconds) }))
+	c.ReadMBPerCPUs = stats.Median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
+	c.AbsentMBps = stats.Median(collect(c.Runs, func(x Run) float64 { return mibPerSec(raw, x.AbsentSeconds) }))
+	c.CompactSeconds = stats.Median(collect(c.Runs, func(x Run) float64 { return x.CompactSeconds }))
 	c.AbsentMeasured = len(c.Runs) > 0
 	for _, r := range c.Runs {
 		c.AbsentMeasured = c.AbsentMeasured && r.AbsentInUpperLevels()
@@ -596,7 +597,7 @@ func setVsBase(cs []Candidate) {
 			for k := range c.Runs {
 				r[k] = ratioOf(seconds(base.Runs[k]), seconds(c.Runs[k]))
 			}
-			return median(r)
+			return stats.Median(r)
 		}
 		c.IngestVsBase = vs(func(x Run) float64 { return x.WriteSeconds + x.CompactSeconds })
 		c.ReadVsBase = vs(func(x Run) float64 { return x.ReadSeconds })

@@ -1,10 +1,5 @@
 package tune
 
-import (
-	"math"
-	"slices"
-)
-
 // MiB is the "MB" of every size and throughput tune prints: 1 MB = 1 MiB =
 // 1,048,576 bytes, the unit of the config's *_mb keys. The THEMIS RocksDB
 // tuning guide's table does not say which MB it means; tune says so under every table.
@@ -19,21 +14,6 @@ func mibPerSec(bytes int64, seconds float64) float64 {
 		return 0
 	}
 	return float64(bytes) / MiB / seconds
-}
-
-// median returns the median of xs (the mean of the middle two for an even
-// count); NaN for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // collect applies f to each element of runs.
