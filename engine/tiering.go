@@ -19,11 +19,7 @@ func (db *DB) tiered(fs vfs.FS, popts *pebble.Options) (vfs.FS, error) {
 	if len(cfg.DBPaths) == 0 {
 		return fs, nil
 	}
-	paths := make([]tiering.Path, len(cfg.DBPaths))
-	for i, p := range cfg.DBPaths {
-		paths[i] = tiering.Path{Dir: p.Path, TargetSize: p.TargetSizeBytes}
-	}
-	layout, err := tiering.New(fs, cfg.DBPath, paths, tiering.Options{
+	layout, err := tiering.New(fs, cfg.DBPath, db.tieringPaths(), tiering.Options{
 		Shape:    tiering.ShapeOf(popts),
 		Logger:   pebbleLogger{db.logger},
 		MoveRate: cfg.TieringMoveRateMB << 20,
@@ -60,14 +56,36 @@ func (db *DB) closeLayout() {
 	}
 }
 
+// tieringPaths is db_paths as the tiering package takes it.
+func (db *DB) tieringPaths() []tiering.Path {
+	paths := make([]tiering.Path, len(db.cfg.DBPaths))
+	for i, p := range db.cfg.DBPaths {
+		paths[i] = tiering.Path{Dir: p.Path, TargetSize: p.TargetSizeBytes}
+	}
+	return paths
+}
+
 // Tiering returns the tiered layout's statistics: per path the files, bytes,
 // target, fill and levels placed there, the level-to-path map and the
-// mover's counts. ok is false when db_paths is empty.
+// mover's counts. A read-only open runs no layout: its statistics are read
+// from disk (tiering.Inspect; Stats.Inspected set, no mover counts). ok is
+// false when db_paths is empty, or when a read-only open cannot read them.
 func (db *DB) Tiering() (stats tiering.Stats, ok bool) {
-	if db.layout == nil {
+	if db.layout != nil {
+		return db.layout.Stats(), true
+	}
+	if !db.readOnly || len(db.cfg.DBPaths) == 0 || db.pdb == nil {
 		return tiering.Stats{}, false
 	}
-	return db.layout.Stats(), true
+	levels, err := db.pdb.SSTables()
+	if err == nil {
+		stats, err = tiering.Inspect(db.fs, db.cfg.DBPath, db.tieringPaths(), tiering.ShapeOf(db.popts), levels)
+	}
+	if err != nil {
+		pebbleLogger{db.logger}.Errorf("engine: read the tiered layout: %v", err)
+		return tiering.Stats{}, false
+	}
+	return stats, true
 }
 
 // settleLayout runs the tiering mover until every table sits in the path

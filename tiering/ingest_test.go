@@ -17,7 +17,7 @@ import (
 // takes it where its level belongs.
 func TestIngestLandsWhereItsLevelBelongs(t *testing.T) {
 	root := t.TempDir()
-	d := openTestDB(t, root, []Path{{"p0", 1 << 20}, {"p1", 1 << 30}}, Options{DisableMover: true})
+	d := openTestDB(t, root, []Path{{"p0", 200 << 10}, {"p1", 1 << 30}}, Options{DisableMover: true})
 	ext := filepath.Join(root, "ext.sst")
 	f, err := vfs.Default.Create(ext, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestIngestLandsWhereItsLevelBelongs(t *testing.T) {
 // L6's path, without a move.
 func TestIngestFromTablePath(t *testing.T) {
 	root := t.TempDir()
-	d := openTestDB(t, root, []Path{{"p0", 1 << 20}, {"p1", 1 << 30}}, Options{DisableMover: true})
+	d := openTestDB(t, root, []Path{{"p0", 200 << 10}, {"p1", 1 << 30}}, Options{DisableMover: true})
 	ext := d.layout.TablePath(6, "strata-ingest-1.sst")
 	if filepath.Dir(ext) != filepath.Join(root, "p1") {
 		t.Fatalf("TablePath(6) = %s, want a name in p1 (plan %s)", ext, d.layout.Plan())

@@ -275,6 +275,62 @@ const pathsFile = "TIERING-PATHS"
 // Errors from validation are *PathError values joined together, one per
 // broken rule, each wrapping a sentinel (ErrNested, ErrZeroTarget, ...).
 func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error) {
+	l, err := newLayout(base, dbDir, paths, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.prepareDirs(); err != nil {
+		return nil, err
+	}
+	if err := l.base.MkdirAll(dbDir, 0o755); err != nil {
+		return nil, fmt.Errorf("tiering: db_path = %q: cannot create: %w", dbDir, err)
+	}
+	if err := l.addLocations(); err != nil {
+		return nil, err
+	}
+	if err := l.index(true); err != nil {
+		return nil, err
+	}
+	for i, loc := range l.locs {
+		if loc.drain && l.countFiles(i) == 0 {
+			l.drained[i] = true
+		}
+	}
+	if err := l.writePathsFile(); err != nil {
+		return nil, err
+	}
+	l.plan = l.computePlan([NumLevels]uint64{})
+	l.fs = &tieredFS{l: l}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// Inspect reports the layout of a database without changing anything on
+// disk and without running a mover: per path (and per directory still to
+// drain) the table files and bytes found, the targets, and the plan as
+// the LSM is, for levels as DB.SSTables returns them (nil: an empty LSM).
+// It is what a read-only open shows, where no Layout runs; the running
+// totals (Counters) are zero and Stats.Inspected is set.
+func Inspect(base vfs.FS, dbDir string, paths []Path, shape LevelShape, levels [][]pebble.SSTableInfo) (Stats, error) {
+	l, err := newLayout(base, dbDir, paths, Options{Shape: shape})
+	if err != nil {
+		return Stats{}, err
+	}
+	if err := l.addLocations(); err != nil {
+		return Stats{}, err
+	}
+	if err := l.index(false); err != nil {
+		return Stats{}, err
+	}
+	l.plan = Compute(levelSizes(levels), l.shape, l.targets)
+	s := l.Stats()
+	s.Inspected = true
+	return s, nil
+}
+
+// newLayout validates paths and builds a layout over them, touching
+// nothing on disk.
+func newLayout(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error) {
 	if base == nil {
 		base = vfs.Default
 	}
@@ -306,18 +362,19 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 	if err := validate(paths, l.canon); err != nil {
 		return nil, err
 	}
-	if err := l.prepareDirs(); err != nil {
-		return nil, err
-	}
-	if err := base.MkdirAll(dbDir, 0o755); err != nil {
-		return nil, fmt.Errorf("tiering: db_path = %q: cannot create: %w", dbDir, err)
-	}
 	for _, p := range paths {
-		l.locs = append(l.locs, location{dir: p.Dir, target: p.TargetSize})
 		l.targets = append(l.targets, p.TargetSize)
 	}
-	// Directories to drain: db_path when it is not a path, and paths of the
-	// previous open no longer listed.
+	return l, nil
+}
+
+// addLocations lists the table directories: the configured paths, then the
+// directories to drain (db_path when it is not a path, and paths of the
+// previous open no longer listed, as TIERING-PATHS records them).
+func (l *Layout) addLocations() error {
+	for _, p := range l.paths {
+		l.locs = append(l.locs, location{dir: p.Dir, target: p.TargetSize})
+	}
 	known := make(map[string]bool)
 	for _, loc := range l.locs {
 		known[l.canon(loc.dir)] = true
@@ -328,13 +385,13 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 			l.locs = append(l.locs, location{dir: dir, drain: true})
 		}
 	}
-	addDrain(dbDir)
+	addDrain(l.dbDir)
 	prev, err := l.readPathsFile()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, dir := range prev {
-		if _, err := base.Stat(dir); err == nil {
+		if _, err := l.base.Stat(dir); err == nil {
 			addDrain(dir)
 		}
 	}
@@ -346,21 +403,7 @@ func New(base vfs.FS, dbDir string, paths []Path, opts Options) (*Layout, error)
 	for i := range l.usage {
 		l.usage[i] = make(map[int]int64)
 	}
-	if err := l.recover(); err != nil {
-		return nil, err
-	}
-	for i, loc := range l.locs {
-		if loc.drain && l.countFiles(i) == 0 {
-			l.drained[i] = true
-		}
-	}
-	if err := l.writePathsFile(); err != nil {
-		return nil, err
-	}
-	l.plan = l.computePlan([NumLevels]uint64{})
-	l.fs = &tieredFS{l: l}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
-	return l, nil
+	return nil
 }
 
 // canon returns the absolute, cleaned form of dir, for comparisons.
@@ -472,9 +515,11 @@ func parseName(name string) (num uint64, kind fileKind) {
 
 func tableName(num uint64) string { return fmt.Sprintf("%06d.sst", num) }
 
-// recover indexes every location, removing temporary copies and the
-// incomplete copy of any table found twice.
-func (l *Layout) recover() error {
+// index maps every table and blob file of every location. With fix (New)
+// it removes temporary copies and the incomplete copy of any table found
+// twice; without (Inspect) it changes nothing, skips temporary copies and
+// counts a second copy's bytes as retained in its location.
+func (l *Layout) index(fix bool) error {
 	type found struct {
 		loc  int
 		size int64
@@ -492,6 +537,9 @@ func (l *Layout) recover() error {
 		for _, name := range names {
 			full := l.base.PathJoin(loc.dir, name)
 			if strings.HasSuffix(name, tempSuffix) {
+				if !fix {
+					continue
+				}
 				if err := l.base.Remove(full); err != nil && !oserror.IsNotExist(err) {
 					return fmt.Errorf("tiering: remove partial copy %q: %w", full, err)
 				}
@@ -504,6 +552,9 @@ func (l *Layout) recover() error {
 			}
 			fi, err := l.base.Stat(full)
 			if err != nil {
+				if !fix && oserror.IsNotExist(err) {
+					continue
+				}
 				return fmt.Errorf("tiering: stat %q: %w", full, err)
 			}
 			all[name] = append(all[name], found{i, fi.Size()})
@@ -530,6 +581,10 @@ func (l *Layout) recover() error {
 			return copies[i].loc < copies[j].loc
 		})
 		for _, c := range copies[1:] {
+			if !fix {
+				l.retained[c.loc] += c.size
+				continue
+			}
 			full := l.base.PathJoin(l.locs[c.loc].dir, name)
 			if err := l.base.Remove(full); err != nil && !oserror.IsNotExist(err) {
 				return fmt.Errorf("tiering: remove duplicate %q: %w", full, err)

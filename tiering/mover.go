@@ -68,6 +68,10 @@ const (
 	MoveSpill
 	// MoveDrain: the table lives in a directory no longer in db_paths.
 	MoveDrain
+	// MoveFill: an earlier share of the table's level has room for it (a
+	// strict pass only): after a full compaction, say, the bottom level's
+	// share on a fast path is filled from its share on a slower one.
+	MoveFill
 	numMoveReasons
 )
 
@@ -81,6 +85,8 @@ func (r MoveReason) String() string {
 		return "spill"
 	case MoveDrain:
 		return "drain"
+	case MoveFill:
+		return "fill"
 	}
 	return fmt.Sprintf("MoveReason(%d)", int(r))
 }
@@ -232,14 +238,13 @@ func (l *Layout) pass(ctx context.Context, strict bool) (passResult, error) {
 // from empty with few moves (docs/tiering.md, "What is measured").
 // Destinations without room (a device that returned ENOSPC) are skipped.
 func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bool) (moves []plannedMove, blocked int) {
-	var sizes [NumLevels]uint64
+	sizes := levelSizes(levels)
 	levelOf := make(map[string]int)
 	for level, tables := range levels {
 		if level >= NumLevels {
 			break
 		}
 		for _, t := range tables {
-			sizes[level] += t.Size
 			if t.BackingType != pebble.BackingTypeLocal {
 				continue
 			}
@@ -376,6 +381,27 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 				}
 			}
 		}
+		// 3. Shares with room for a whole table take the level's tables
+		// from its later shares, newest first, so a fast path is not left
+		// empty while the level sits on a slower one.
+		for level, shares := range plan.Levels {
+			for i, s := range shares {
+				if s.Rest || (s.Path < len(room) && !room[s.Path]) {
+					continue
+				}
+				for j := len(cands) - 1; j >= 0; j-- {
+					m := cands[j]
+					if m.level != level || moving[m.name] || plan.shareIndex(level, m.from) <= i {
+						continue
+					}
+					if used[level][s.Path]+m.size > int64(s.Bytes) {
+						continue
+					}
+					m.reason = MoveFill
+					add(m, s.Path)
+				}
+			}
+		}
 		return moves, blocked
 	}
 	// Lazy: paths over target by more than one target file evict until
@@ -463,6 +489,19 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 	return moves, blocked
 }
 
+// levelSizes sums the tables of each level, as DB.SSTables lists them.
+func levelSizes(levels [][]pebble.SSTableInfo) (sizes [NumLevels]uint64) {
+	for level, tables := range levels {
+		if level >= NumLevels {
+			break
+		}
+		for _, t := range tables {
+			sizes[level] += t.Size
+		}
+	}
+	return sizes
+}
+
 // planAhead is how many times the fast paths' capacity (the targets of
 // every path but the last) computePlan sizes the levels for while the
 // database is smaller.
@@ -488,7 +527,10 @@ func (l *Layout) computePlan(sizes [NumLevels]uint64) Plan {
 	if ahead := fast * planAhead; db < ahead {
 		sizes[NumLevels-1] += ahead - db
 	}
-	return Compute(sizes, l.shape, l.targets)
+	// Every level takes its target's room, also the levels that do not
+	// exist yet: the plan is for the database the fast paths are meant for.
+	targets, base := LevelTargets(sizes, l.shape)
+	return placeFor(targets, base, l.shape, l.targets)
 }
 
 // move relocates one table: copy to a temporary name in the new path,

@@ -204,10 +204,24 @@ func Place(levelTargets [NumLevels]uint64, baseLevel int, pathTargets []uint64, 
 	return p
 }
 
-// Compute makes the plan for levels currently holding sizes bytes.
+// Compute makes the plan for the LSM as it is, with levels currently
+// holding sizes bytes: each level that holds data takes its target size
+// (LevelTargets) of the paths' room, a level that holds nothing takes none
+// (it is still given the path where the walk stands, for its first
+// tables). RocksDB's walk reserves room for every level, so after a full
+// compaction (everything in the bottom level) the room kept for an empty
+// L0 and Lbase would leave a fast path empty while the bottom level sits
+// on a slower one; RocksDB documents db_paths as filling each path close
+// to its target, which this keeps (docs/tiering.md, "After a full
+// compaction").
 func Compute(sizes [NumLevels]uint64, shape LevelShape, pathTargets []uint64) Plan {
 	shape = shape.withDefaults()
 	targets, base := LevelTargets(sizes, shape)
+	for level, size := range sizes {
+		if size == 0 {
+			targets[level] = 0
+		}
+	}
 	return placeFor(targets, base, shape, pathTargets)
 }
 

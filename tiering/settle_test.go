@@ -111,21 +111,71 @@ func TestInOrderLoadPlacedDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d.settle()
+	// The mover's share of the load itself: the strict passes of settle
+	// then also fill path 0 with L6 tables, the levels above being empty
+	// (see Compute).
+	if err := d.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, d.db)
 	st := d.layout.Stats()
 	t.Logf("after an in-order load of %d MB:\n%s", n*valueSize>>20, st)
 	if st.PlacedDown == 0 {
 		t.Errorf("no flush placed down")
 	}
-	// Measured: 6-8% with the placement, 19-21% without. Under the race
-	// detector Pebble's compactions lag the load by a varying amount, so
-	// the share depends on scheduling there (15% seen): it is asserted
-	// only without it.
-	if share := st.MovedShare(); share > 0.13 && !raceEnabled {
+	// Measured (the load alone): 0-3% with the placement, 15-20% without.
+	// Under the race detector Pebble's compactions lag the load by a
+	// varying amount, so the share depends on scheduling there: it is
+	// asserted only without it.
+	if share := st.MovedShare(); share > 0.10 && !raceEnabled {
 		t.Errorf("the mover copied %.0f%% of the bytes written", 100*share)
 	}
+	d.settle()
 	checkConsistent(t, d.layout, d.db)
 	checkPlacement(t, d.layout, d.db, 256<<10)
+	verifyKeys(t, d.db, 0, n)
+	d.close()
+}
+
+// TestFullCompactionFillsFastPaths: after a full compaction everything is
+// in L6 and L0 and Lbase are empty. RocksDB's walk would still reserve
+// their room (an L0 and an Lbase of LBaseMaxBytes each), leaving the 2 MB
+// path 0 empty and most of the 3 MB path 1 too, with the data on the slow
+// path. The plan as the LSM is gives empty levels no room, so Settle fills
+// both fast paths to within one table of their targets.
+func TestFullCompactionFillsFastPaths(t *testing.T) {
+	root := t.TempDir()
+	d := openTestDB(t, root, []Path{{"p0", 2 << 20}, {"p1", 3 << 20}, {"p2", 1 << 30}}, Options{})
+	const n = 8000
+	d.write(0, n, 5)
+	if err := d.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.db.Compact(context.Background(), key(0), key(n), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.layout.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := d.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for level := 0; level < NumLevels-1; level++ {
+		if len(levels[level]) > 0 {
+			t.Fatalf("L%d still holds %d tables after the full compaction", level, len(levels[level]))
+		}
+	}
+	st := d.layout.Stats()
+	t.Logf("after a full compaction and Settle:\n%s", st)
+	const table = 256 << 10
+	for i, p := range st.Paths[:2] {
+		if p.Bytes < int64(p.TargetSize)-2*table || p.Bytes > int64(p.TargetSize)+table {
+			t.Errorf("path %d holds %d KB, want its %d KB target within a table or two", i, p.Bytes>>10, p.TargetSize>>10)
+		}
+	}
+	checkConsistent(t, d.layout, d.db)
+	checkPlacement(t, d.layout, d.db, table)
 	verifyKeys(t, d.db, 0, n)
 	d.close()
 }

@@ -96,6 +96,9 @@ type Stats struct {
 	// Plan is the current placement plan; LevelPaths its level-to-path map.
 	Plan       Plan
 	LevelPaths [NumLevels]int
+	// Inspected is set when the figures come from Inspect (a read-only
+	// open): read from disk, with no mover running and Counters zero.
+	Inspected bool
 	Counters
 }
 
@@ -169,6 +172,10 @@ func (s Stats) String() string {
 	}
 	_ = w.Flush()
 	fmt.Fprintf(&b, "plan: %s\n", s.Plan)
+	if s.Inspected {
+		b.WriteString("read from disk (read-only open): no mover running\n")
+		return b.String()
+	}
 	fmt.Fprintf(&b, "created %d files (%s), %d placed at creation (%d where move compactions take them, %d as the next level's), %d in path 0 for the mover; moved %d files (%s, %.2f%% of created bytes), %d failures\n",
 		s.CreatedFiles, humanBytes(uint64(s.CreatedBytes)), s.PlacedAtCreation, s.PlacedDown, s.PlacedOverflow, s.PlacedInFirstPath,
 		s.MovedFiles, humanBytes(uint64(s.MovedBytes)), 100*s.MovedShare(), s.MoveFailures)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -153,6 +155,104 @@ func tableBytes(t *testing.T, dir string) int64 {
 				t.Fatal(err)
 			}
 			n += info.Size()
+		}
+	}
+	return n
+}
+
+// tierLine matches one db_paths line of `strata stats`.
+var tierLine = regexp.MustCompile(`db_paths\[(\d+)\] (\S+): (\d+) files, ([\d.]+) MB of ([\d.]+) MB target`)
+
+// TestStatsShowsTierPaths: `strata stats` opens the database read-only,
+// where no tiering layout runs; it still prints one line per db_paths
+// entry with the tables, bytes and target really there, and the
+// level-to-path map.
+func TestStatsShowsTierPaths(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(dir, "fast")
+	cfg.WALDir = filepath.Join(dir, "wal")
+	cfg.BlockCacheSizeMB = 8
+	cfg.MemtableSizeMB = 1
+	cfg.TargetFileSizeBaseMB = 1
+	cfg.MaxBytesForLevelBaseMB = 1
+	cfg.CompressionDefault, cfg.CompressionBottommost = "none", "none"
+	cfg.DBPaths = []config.DBPath{
+		{Path: cfg.DBPath, TargetSizeBytes: 2 << 20},
+		{Path: filepath.Join(dir, "warm"), TargetSizeBytes: 3 << 20},
+		{Path: filepath.Join(dir, "cold"), TargetSizeBytes: 1 << 30},
+	}
+	db, err := engine.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8000 {
+		j := (i * 7919) % 8000 // every key once, out of order
+		if err := db.Put(fmt.Appendf(nil, "key%06d", j), []byte(jsonLine(j))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text, err := cfg.Marshal("toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "strata.toml")
+	if err := os.WriteFile(cfgPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out := runStrata(t, "--config", cfgPath, "stats")
+	if !strings.Contains(out, "level-to-path map L0:") {
+		t.Errorf("no level-to-path map in stats:\n%s", out)
+	}
+	lines := tierLine.FindAllStringSubmatch(out, -1)
+	if len(lines) != len(cfg.DBPaths) {
+		t.Fatalf("%d db_paths lines in stats, want %d:\n%s", len(lines), len(cfg.DBPaths), out)
+	}
+	withTables := 0
+	for i, m := range lines {
+		p := cfg.DBPaths[i]
+		if m[1] != strconv.Itoa(i) || m[2] != p.Path {
+			t.Errorf("line %d names db_paths[%s] %s, want db_paths[%d] %s", i, m[1], m[2], i, p.Path)
+		}
+		files, _ := strconv.Atoi(m[3])
+		if want := tableCount(t, p.Path); files != want {
+			t.Errorf("db_paths[%d]: stats say %d files, the directory holds %d tables", i, files, want)
+		}
+		if files > 0 {
+			withTables++
+		}
+		want := fmt.Sprintf("%.2f", float64(tableBytes(t, p.Path))/(1<<20))
+		if m[4] != want {
+			t.Errorf("db_paths[%d]: stats say %s MB, the directory holds %s MB of tables", i, m[4], want)
+		}
+		if target := fmt.Sprintf("%.2f", float64(p.TargetSizeBytes)/(1<<20)); m[5] != target {
+			t.Errorf("db_paths[%d]: stats say a %s MB target, configured %s MB", i, m[5], target)
+		}
+	}
+	if withTables < 2 {
+		t.Errorf("tables in %d of the paths, want them spread over at least 2:\n%s", withTables, out)
+	}
+	t.Logf("strata stats:\n%s", out)
+}
+
+// tableCount counts the table files in dir.
+func tableCount(t *testing.T, dir string) int {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sst") {
+			n++
 		}
 	}
 	return n
