@@ -92,6 +92,7 @@ func (db *DB) CompactAll() (err error) {
 	if err != nil {
 		return fmt.Errorf("engine: compact: %w", err)
 	}
+	defer db.placeForSettle()()
 	if ok {
 		if err := db.compact(ctx, start, end); err != nil {
 			return err

@@ -100,6 +100,17 @@ func (db *DB) settleLayout(ctx context.Context) error {
 	return db.layout.Settle(ctx)
 }
 
+// placeForSettle makes the tiered layout place new tables as Settle will
+// want them (tiering.Layout.PlaceForSettle) until the returned function is
+// called; CompactAll holds it while it compacts. Without db_paths it does
+// nothing.
+func (db *DB) placeForSettle() (done func()) {
+	if db.layout == nil {
+		return func() {}
+	}
+	return db.layout.PlaceForSettle()
+}
+
 // rewriteTablePath is where the codec rewrite writes the table it ingests
 // into level: name inside the directory that will hold it. With db_paths
 // that is the path the plan gives the level's next table, so Pebble's

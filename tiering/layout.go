@@ -203,6 +203,7 @@ type Layout struct {
 	fates    [NumLevels][fateWindow]bool // latest compactions out of each level: moved down unchanged?
 	fateNext [NumLevels]int              // compactions out of each level seen
 	moveTo   [NumLevels]int              // output level of the latest move out of each level
+	settling int                         // PlaceForSettle calls not yet done
 
 	passMu sync.Mutex // one mover pass at a time
 
@@ -741,6 +742,36 @@ func (l *Layout) Plan() Plan {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.plan
+}
+
+// PlaceForSettle places new tables by the plan as the LSM is (the plan
+// Settle brings every table to) instead of the plan ahead, until done is
+// called. A full compaction (the engine's CompactAll) ends with Settle:
+// its outputs placed by the plan ahead would be copied again by Settle,
+// filling the fast paths the plan ahead keeps for levels yet to come.
+func (l *Layout) PlaceForSettle() (done func()) {
+	l.mu.Lock()
+	l.settling++
+	l.plan = Compute(l.levelSizesLocked(), l.shape, l.targets)
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.settling--
+			l.mu.Unlock()
+		})
+	}
+}
+
+// levelSizesLocked sums the last scan's bytes per level.
+func (l *Layout) levelSizesLocked() (sizes [NumLevels]uint64) {
+	for level, locs := range l.usage {
+		for _, n := range locs {
+			sizes[level] += uint64(max(n, 0))
+		}
+	}
+	return sizes
 }
 
 // Attach gives the layout the open database: placement then follows the

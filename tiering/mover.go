@@ -258,13 +258,19 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 	// passes and creation plan ahead (computePlan).
 	plan := Compute(sizes, l.shape, l.targets)
 	realBase := plan.BaseLevel
+	asIs := plan
 	if !strict {
 		plan = l.computePlan(sizes)
 	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// New tables are placed by the plan of this pass, or during a full
+	// compaction by the plan as the LSM is, which Settle ends with.
 	l.plan = plan
+	if l.settling > 0 {
+		l.plan = asIs
+	}
 	for i := range l.usage {
 		clear(l.usage[i])
 	}
