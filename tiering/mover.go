@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -258,19 +259,15 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 	// passes and creation plan ahead (computePlan).
 	plan := Compute(sizes, l.shape, l.targets)
 	realBase := plan.BaseLevel
-	asIs := plan
-	if !strict {
-		plan = l.computePlan(sizes)
-	}
-
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// New tables are placed by the plan of this pass, or during a full
-	// compaction by the plan as the LSM is, which Settle ends with.
-	l.plan = plan
-	if l.settling > 0 {
-		l.plan = asIs
+	// During a full compaction (PlaceForSettle) every pass plans as the LSM
+	// is, which Settle ends with: a lazy pass then evicts only where Settle
+	// would not move the tables back.
+	if !strict && l.settling == 0 {
+		plan = l.computePlan(sizes)
 	}
+	l.plan = plan
 	for i := range l.usage {
 		clear(l.usage[i])
 	}
@@ -368,7 +365,45 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 		}
 	}
 	if strict {
-		// 2. Shares over their bytes by more than one target file: spill
+		// 2. Shares with room for a whole table take the level's tables
+		// from its later shares, so a fast path is not left empty while
+		// the level sits on a slower one: first from shares over their
+		// bytes (those tables would spill anyway), then from the level's
+		// last share (the farthest: no table moves twice down a chain of
+		// shares), then the others; newest tables first.
+		for level, shares := range plan.Levels {
+			for i, s := range shares {
+				if s.Rest || (s.Path < len(room) && !room[s.Path]) {
+					continue
+				}
+				var from []int // share indexes after i, in the order they give
+				for k := i + 1; k < len(shares); k++ {
+					if sk := shares[k]; !sk.Rest && used[level][sk.Path] > int64(sk.Bytes) {
+						from = append(from, k)
+					}
+				}
+				for k := len(shares) - 1; k > i; k-- {
+					if !slices.Contains(from, k) {
+						from = append(from, k)
+					}
+				}
+				for _, k := range from {
+					src := shares[k]
+					for j := len(cands) - 1; j >= 0; j-- {
+						m := cands[j]
+						if m.level != level || m.from != src.Path || moving[m.name] {
+							continue
+						}
+						if used[level][s.Path]+m.size > int64(s.Bytes) {
+							continue
+						}
+						m.reason = MoveFill
+						add(m, s.Path)
+					}
+				}
+			}
+		}
+		// 3. Shares over their bytes by more than one target file: spill
 		// the oldest tables to the level's later shares until within.
 		for level, shares := range plan.Levels {
 			for i, s := range shares {
@@ -384,27 +419,6 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 					}
 					m.reason = MoveSpill
 					add(m, fit(m, i+1))
-				}
-			}
-		}
-		// 3. Shares with room for a whole table take the level's tables
-		// from its later shares, newest first, so a fast path is not left
-		// empty while the level sits on a slower one.
-		for level, shares := range plan.Levels {
-			for i, s := range shares {
-				if s.Rest || (s.Path < len(room) && !room[s.Path]) {
-					continue
-				}
-				for j := len(cands) - 1; j >= 0; j-- {
-					m := cands[j]
-					if m.level != level || moving[m.name] || plan.shareIndex(level, m.from) <= i {
-						continue
-					}
-					if used[level][s.Path]+m.size > int64(s.Bytes) {
-						continue
-					}
-					m.reason = MoveFill
-					add(m, s.Path)
 				}
 			}
 		}

@@ -50,7 +50,7 @@ func TestReadCommandsOnTieredDatabase(t *testing.T) {
 	cfg.MemtableSizeMB, cfg.TargetFileSizeBaseMB, cfg.MaxBytesForLevelBaseMB = 1, 1, 1
 	cfg.BlockCacheSizeMB = 8
 	cfg.DBPaths = []config.DBPath{
-		{Path: cfg.DBPath, TargetSizeBytes: 1 << 20},
+		{Path: cfg.DBPath, TargetSizeBytes: 64 << 10}, // less than a table: L6 goes to cold
 		{Path: filepath.Join(root, "cold"), TargetSizeBytes: 1 << 30},
 	}
 	db, err := engine.Open(cfg)
