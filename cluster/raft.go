@@ -17,17 +17,22 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// raftNode is the raft-backed Node. Three goroutines do the work:
+// raftNode is the raft-backed Node. raft runs with AsyncStorageWrites, and
+// four goroutines do the work:
 //
-//  1. run, the Ready loop: ticks raft, persists each Ready's entries, hard
-//     state and snapshot in one fsynced batch before sending the messages
-//     that depend on them (a leader sends its appends while it persists, as
-//     etcd's does: the raft thesis §10.2.1), then hands committed entries to
-//     the apply goroutine in order and calls Advance.
-//  2. applyLoop: applies committed entries in log order to the state
+//  1. run, the Ready loop: ticks raft and dispatches each Ready without
+//     waiting for a disk: network messages to the peers at once (a leader
+//     sends its appends while it persists its own copy: the raft thesis
+//     §10.2.1), MsgStorageAppend to the append goroutine, MsgStorageApply
+//     to the apply goroutine.
+//  2. appendLoop: writes the appends queued meanwhile to the raft log in
+//     one fsynced batch, then delivers their responses (a follower's
+//     acknowledgement, a vote, the leader's own acknowledgement), which
+//     raft holds back until the write is durable.
+//  3. applyLoop: applies committed entries in log order to the state
 //     machine and the member list, wakes proposers waiting on their IDs,
 //     takes snapshots and truncates the log.
-//  3. readLoop: serves ReadBarrier with raft's ReadIndex, one request for
+//  4. readLoop: serves ReadBarrier with raft's ReadIndex, one request for
 //     every caller waiting at the time.
 type raftNode struct {
 	cfg       RaftConfig
@@ -42,6 +47,8 @@ type raftNode struct {
 	logger    Logger
 
 	applyc chan *applyJob
+	// appendc carries MsgStorageAppend messages to the append goroutine.
+	appendc chan *pb.Message
 	// snapMsgc carries MsgSnap messages to the apply goroutine.
 	snapMsgc chan *pb.Message
 	// Owned by the apply goroutine.
@@ -108,6 +115,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 		logger:      cfg.Logger,
 		storage:     raft.NewMemoryStorage(),
 		applyc:      make(chan *applyJob, 128),
+		appendc:     make(chan *pb.Message, 1024),
 		snapMsgc:    make(chan *pb.Message, 16),
 		appliedWake: make(chan struct{}),
 		leaderc:     make(chan struct{}, 1),
@@ -149,6 +157,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 		CheckQuorum:               true,
 		PreVote:                   true,
 		StepDownOnRemoval:         true,
+		AsyncStorageWrites:        true,
 		Logger:                    raftLogger{n},
 	}
 	var peers []raft.Peer
@@ -191,8 +200,9 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 	n.tr.serve(ln, cfg.PeerServerTLS)
 	n.logf("member %s (%x) of cluster %x started: applied %d, raft log from %d", cfg.Name, n.id, n.clusterID, n.snapIndex, n.snapIndex+1)
 
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.run()
+	go n.appendLoop()
 	go n.applyLoop()
 	go n.readLoop()
 	n.wg.Add(1)

@@ -195,64 +195,75 @@ func (s *logStore) getProto(key []byte, m proto.Message) error {
 	return nil
 }
 
-// save makes one Ready's hard state, entries and snapshot durable in one
-// fsynced batch. A Ready that needs no sync (only the commit index moved)
-// is not written on its own: raft allows the commit index to lag on disk,
-// and the next batch carries it.
-func (s *logStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot, mustSync bool) error {
+// saveAppends writes raft's MsgStorageAppend messages, in order, in one
+// batch: their entries (a later message's entries replace the tail they
+// overwrite), the newest hard state and a snapshot. The batch is fsynced
+// when raft's rule asks for it (entries, a snapshot, or a new term or
+// vote: raft.MustSync); a batch that only moves the commit index is not
+// written on its own (raft allows the commit index to lag on disk), the
+// next batch carries it. It returns the newest hard state, or nil.
+func (s *logStore) saveAppends(msgs []*pb.Message) (*pb.HardState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !raft.IsEmptyHardState(hs) {
-		s.hs = proto.Clone(hs).(*pb.HardState)
-		s.hsDirty = true
-	}
-	hasSnap := !raft.IsEmptySnap(snap)
-	if !mustSync && len(ents) == 0 && !hasSnap {
-		return nil
-	}
+	var newest *pb.HardState
+	mustSync := false
 	b := s.db.NewBatch()
 	defer b.Close()
-	if hasSnap {
-		sb, err := proto.Marshal(snap)
-		if err != nil {
-			return err
+	for _, m := range msgs {
+		if hs := (&pb.HardState{Term: new(m.GetTerm()), Vote: new(m.GetVote()), Commit: new(m.GetCommit())}); !raft.IsEmptyHardState(hs) {
+			if hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote() {
+				mustSync = true
+			}
+			s.hs, s.hsDirty, newest = hs, true, hs
 		}
-		if err := b.Put(keySnapshot, sb); err != nil {
-			return err
-		}
-		// The log up to the snapshot is replaced by it.
-		if err := b.DeleteRange(entryKey(0), entryKey(snap.GetMetadata().GetIndex()+1)); err != nil {
-			return err
-		}
-		if s.last < snap.GetMetadata().GetIndex() {
-			s.last = snap.GetMetadata().GetIndex()
-		}
-	}
-	for _, e := range ents {
-		eb, err := proto.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if err := b.Put(entryKey(e.GetIndex()), eb); err != nil {
-			return err
-		}
-	}
-	if n := len(ents); n > 0 {
-		last := ents[n-1].GetIndex()
-		if last < s.last { // a new leader's entries replaced a longer tail
-			if err := b.DeleteRange(entryKey(last+1), entryKey(math.MaxUint64)); err != nil {
-				return err
+		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+			mustSync = true
+			sb, err := proto.Marshal(snap)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.Put(keySnapshot, sb); err != nil {
+				return nil, err
+			}
+			// The log up to the snapshot is replaced by it.
+			if err := b.DeleteRange(entryKey(0), entryKey(snap.GetMetadata().GetIndex()+1)); err != nil {
+				return nil, err
+			}
+			if s.last < snap.GetMetadata().GetIndex() {
+				s.last = snap.GetMetadata().GetIndex()
 			}
 		}
-		s.last = last
+		ents := m.GetEntries()
+		for _, e := range ents {
+			eb, err := proto.Marshal(e)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.Put(entryKey(e.GetIndex()), eb); err != nil {
+				return nil, err
+			}
+		}
+		if n := len(ents); n > 0 {
+			mustSync = true
+			last := ents[n-1].GetIndex()
+			if last < s.last { // a new leader's entries replaced a longer tail
+				if err := b.DeleteRange(entryKey(last+1), entryKey(math.MaxUint64)); err != nil {
+					return nil, err
+				}
+			}
+			s.last = last
+		}
+	}
+	if !mustSync {
+		return newest, nil
 	}
 	if err := s.putHardState(b); err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("cluster: raft log write: %w", err)
+		return nil, fmt.Errorf("cluster: raft log write: %w", err)
 	}
-	return nil
+	return newest, nil
 }
 
 // putHardState adds the newest hard state to b if it was not written yet.

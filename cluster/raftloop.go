@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -18,27 +19,39 @@ import (
 type applyJob struct {
 	entries []*pb.Entry
 	restore *pb.Snapshot
+	// resps are raft's messages to deliver once the entries are applied
+	// (MsgStorageApply's responses).
+	resps []*pb.Message
 	// done, if set, is closed once the job is applied.
 	done chan struct{}
 	err  error
 }
 
-// run is the Ready loop.
+// maxAppendBatch bounds the MsgStorageAppend messages the append goroutine
+// writes in one fsynced batch.
+const maxAppendBatch = 256
+
+// run is the Ready loop. raft runs with AsyncStorageWrites: a Ready's
+// local work arrives as messages, MsgStorageAppend for the append
+// goroutine (appendLoop) and MsgStorageApply for the apply goroutine
+// (applyLoop), and the loop never waits for a disk: it sends the network
+// messages at once and goes on to the next Ready while the appends are
+// fsynced. raft itself holds back every message that depends on the local
+// log (a follower's append acknowledgement, a vote) as a response of the
+// MsgStorageAppend, delivered only once the write is durable.
 func (n *raftNode) run() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
-	isLeader := false
 	for {
 		select {
 		case <-ticker.C:
 			n.raft.Tick()
 		case rd := <-n.raft.Ready():
 			if rd.SoftState != nil {
-				isLeader = rd.RaftState == raft.StateLeader
 				n.setLeader(rd.Lead)
 			}
-			if err := n.handleReady(rd, isLeader); err != nil {
+			if err := n.handleReady(rd); err != nil {
 				n.fail(err)
 				return
 			}
@@ -60,65 +73,145 @@ func (n *raftNode) setLeader(lead uint64) {
 	}
 }
 
-// handleReady persists, sends, hands over committed entries and advances.
-func (n *raftNode) handleReady(rd raft.Ready, isLeader bool) error {
+// handleReady dispatches one Ready: read states to the readers, appends to
+// the append goroutine, committed entries to the apply goroutine, the rest
+// to the peers.
+func (n *raftNode) handleReady(rd raft.Ready) error {
 	for _, rs := range rd.ReadStates {
 		select {
 		case n.readStatec <- rs:
 		default: // nobody waits for it any more; the reader retries
 		}
 	}
-	msgs := n.divertSnapshots(rd.Messages)
-	if isLeader {
-		// The leader's appends may go out while it persists its own copy:
-		// an entry commits only once a quorum, counting the leader only
-		// after its write, has it on disk.
-		n.tr.send(msgs)
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		// The state machine takes the snapshot's data first: if we crash
-		// before the raft log records the snapshot, the restarted member
-		// has a state machine ahead of its log, which skips what it has.
-		if err := n.runJob(&applyJob{restore: rd.Snapshot, done: make(chan struct{})}); err != nil {
-			return err
+	var appends, applies, msgs []*pb.Message
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			appends = append(appends, m)
+		case raft.LocalApplyThread:
+			applies = append(applies, m)
+		default:
+			msgs = append(msgs, m)
 		}
 	}
-	if err := n.log.save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
-		return err
-	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		n.term.Store(rd.HardState.GetTerm())
-		n.commit.Store(rd.HardState.GetCommit())
-	}
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-			return fmt.Errorf("cluster: apply snapshot to the raft storage: %w", err)
-		}
-	}
-	if err := n.storage.Append(rd.Entries); err != nil {
-		return fmt.Errorf("cluster: append to the raft storage: %w", err)
-	}
-	if len(rd.CommittedEntries) > 0 {
-		job := &applyJob{entries: rd.CommittedEntries}
-		if hasConfChange(rd.CommittedEntries) {
-			// A follower must not vote or count votes with a stale
-			// membership: wait for the change to apply before sending.
+	for _, m := range applies {
+		job := &applyJob{entries: m.GetEntries(), resps: m.GetResponses()}
+		if hasConfChange(job.entries) {
+			// A member must not vote or count votes with a stale
+			// membership: the change applies before this Ready's messages
+			// go out.
 			job.done = make(chan struct{})
 			if err := n.runJob(job); err != nil {
 				return err
 			}
-		} else {
-			select {
-			case n.applyc <- job:
-			case <-n.stopc:
-				return nil
-			}
+			continue
+		}
+		select {
+		case n.applyc <- job:
+		case <-n.stopc:
+			return nil
 		}
 	}
-	if !isLeader {
-		n.tr.send(msgs)
+	n.deliver(msgs)
+	for _, m := range appends {
+		select {
+		case n.appendc <- m:
+		case <-n.stopc:
+			return nil
+		}
 	}
-	n.raft.Advance()
+	return nil
+}
+
+// deliver steps the messages addressed to this member into raft (the
+// responses of local storage work) and sends the others to their peers.
+func (n *raftNode) deliver(msgs []*pb.Message) {
+	var remote []*pb.Message
+	for _, m := range msgs {
+		if m.GetTo() != n.id {
+			remote = append(remote, m)
+			continue
+		}
+		if err := n.raft.Step(context.Background(), m); err != nil && !errors.Is(err, raft.ErrStopped) {
+			n.logf("stepping %v: %v", m.GetType(), err)
+		}
+	}
+	n.tr.send(n.divertSnapshots(remote))
+}
+
+// appendLoop is the append goroutine: it writes MsgStorageAppend messages
+// to the raft log in order, every message queued meanwhile in the same
+// fsynced batch (group commit), updates raft's MemoryStorage, and only
+// then delivers the messages' responses.
+func (n *raftNode) appendLoop() {
+	defer n.wg.Done()
+	var next *pb.Message
+	for {
+		m := next
+		next = nil
+		if m == nil {
+			select {
+			case m = <-n.appendc:
+			case <-n.stopc:
+				return
+			}
+		}
+		batch := []*pb.Message{m}
+		// A snapshot is written alone: the state machine restores it first.
+	fill:
+		for raft.IsEmptySnap(m.GetSnapshot()) && len(batch) < maxAppendBatch {
+			select {
+			case m2 := <-n.appendc:
+				if !raft.IsEmptySnap(m2.GetSnapshot()) {
+					next = m2
+					break fill
+				}
+				batch = append(batch, m2)
+			default:
+				break fill
+			}
+		}
+		if err := n.persist(batch); err != nil {
+			n.fail(err)
+			return
+		}
+	}
+}
+
+// persist makes a batch of MsgStorageAppend durable and delivers their
+// responses.
+func (n *raftNode) persist(batch []*pb.Message) error {
+	snap := batch[0].GetSnapshot()
+	hasSnap := !raft.IsEmptySnap(snap)
+	if hasSnap {
+		// The state machine takes the snapshot's data first: if we crash
+		// before the raft log records the snapshot, the restarted member
+		// has a state machine ahead of its log, which skips what it has.
+		if err := n.runJob(&applyJob{restore: snap, done: make(chan struct{})}); err != nil {
+			return err
+		}
+	}
+	hs, err := n.log.saveAppends(batch)
+	if err != nil {
+		return err
+	}
+	if hs != nil {
+		n.term.Store(hs.GetTerm())
+		n.commit.Store(hs.GetCommit())
+	}
+	if hasSnap {
+		if err := n.storage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			return fmt.Errorf("cluster: apply snapshot to the raft storage: %w", err)
+		}
+	}
+	for _, m := range batch {
+		if err := n.storage.Append(m.GetEntries()); err != nil {
+			return fmt.Errorf("cluster: append to the raft storage: %w", err)
+		}
+	}
+	for _, m := range batch {
+		n.deliver(m.GetResponses())
+	}
 	return nil
 }
 
@@ -222,6 +315,7 @@ func (n *raftNode) applyLoop() {
 			n.fail(err)
 			return
 		}
+		n.deliver(job.resps)
 	}
 }
 
