@@ -22,8 +22,11 @@
 // in order, each path taking levels until its target is used, the last path
 // taking the rest (Place). Unlike RocksDB, a level that does not fit whole in
 // a path's remaining capacity is split rather than pushed to the next path,
-// so a path smaller than one level is still used (rocksdb#10841). See
-// docs/tiering.md for the rule with a worked example.
+// so a path smaller than one level is still used (rocksdb#10841). The plan
+// as the LSM is (Compute, which Settle follows) gives levels that hold no
+// data no room, so a full compaction leaves the fast paths filled; while
+// the database grows, placement plans ahead for the levels to come. See
+// docs/tiering.md for the rules with a worked example.
 //
 // # Creation in the right path
 //
@@ -31,7 +34,15 @@
 // as a placeholder in path 0; the TableCreated event, fired on the same
 // goroutine after Create and before the first byte, maps the file to its
 // job's output level (from FlushBegin or CompactionBegin); at the first
-// write the file moves its descriptor to the chosen path with dup3(2).
+// write the file moves its descriptor to the chosen path with dup3(2). A
+// table that takes its level beyond the level's target is placed in the
+// next level's path, where Pebble takes it next.
+//
+// # Statistics
+//
+// Layout.Stats gives per-path usage and the plan, with the running totals
+// (Counters). Inspect reads the same per-path figures from disk for a
+// database opened read-only, where no Layout runs.
 //
 // # The mover
 //

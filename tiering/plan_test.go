@@ -64,3 +64,29 @@ func TestLevelTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeEmptyLevelsTakeNoRoom: after a full compaction (19 MB, all in
+// L6) over 6 MB, 4 MB and 1 GB paths, the plan as the LSM is gives the
+// empty L0 and Lbase no room, so L6 fills both fast paths; the plan ahead
+// (placeFor on LevelTargets, as RocksDB's walk) keeps their room.
+func TestComputeEmptyLevelsTakeNoRoom(t *testing.T) {
+	const MB = 1 << 20
+	shape := LevelShape{LBaseMaxBytes: 1 * MB, LevelMultiplier: 10}
+	for i := range shape.TargetFileSizes {
+		shape.TargetFileSizes[i] = 1 * MB
+	}
+	paths := []uint64{6 * MB, 4 * MB, 1 << 30}
+	sizes := [NumLevels]uint64{6: 19 * MB}
+	if got, want := Compute(sizes, shape, paths).String(), "L0:0 L1:0 L2:0 L3:0 L4:0 L5:0 L6:0(6.0MB)+1(4.0MB)+2"; got != want {
+		t.Errorf("Compute: got  %s\nwant %s", got, want)
+	}
+	targets, base := LevelTargets(sizes, shape)
+	if got := placeFor(targets, base, shape.withDefaults(), paths).LevelPaths(); got[6] == 0 {
+		t.Errorf("reserving room for every level, L6 starts on path 0: %v", got)
+	}
+	// A level that holds data keeps its target's room.
+	sizes[0] = 1 * MB
+	if got, want := Compute(sizes, shape, paths).String(), "L0:0 L1:0 L2:0 L3:0 L4:0 L5:0 L6:0(5.0MB)+1(4.0MB)+2"; got != want {
+		t.Errorf("Compute with 1 MB in L0: got  %s\nwant %s", got, want)
+	}
+}
