@@ -199,3 +199,53 @@ func TestPathsFile(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectChangesNothing: Inspect, on a closed tiered database with a
+// temporary copy left by an interrupted move, reports the same per-path
+// files and bytes as the layout did before closing, and leaves the
+// temporary copy where it is (New would remove it).
+func TestInspectChangesNothing(t *testing.T) {
+	root := t.TempDir()
+	paths := []Path{{"p0", 1 << 20}, {"p1", 2 << 20}, {"p2", 1 << 30}}
+	d := openTestDB(t, root, paths, Options{})
+	d.write(0, 4000, 9)
+	d.settle()
+	levels, err := d.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := d.layout.Stats()
+	d.close()
+	tmp := filepath.Join(root, "p1", "000999.sst"+tempSuffix)
+	if err := os.WriteFile(tmp, []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	abs := make([]Path, len(paths))
+	for i, p := range paths {
+		abs[i] = Path{Dir: filepath.Join(root, p.Dir), TargetSize: p.TargetSize}
+	}
+	got, err := Inspect(vfs.Default, filepath.Join(root, "p0"), abs, testShape(), levels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Inspected || got.MovedFiles != 0 {
+		t.Errorf("Inspected %v, MovedFiles %d: want true, 0", got.Inspected, got.MovedFiles)
+	}
+	if len(got.Paths) != len(want.Paths) {
+		t.Fatalf("%d paths, want %d", len(got.Paths), len(want.Paths))
+	}
+	for i := range want.Paths {
+		g, w := got.Paths[i], want.Paths[i]
+		if g.Dir != w.Dir || g.Files != w.Files || g.Bytes != w.Bytes || g.TargetSize != w.TargetSize {
+			t.Errorf("path %d: Inspect %s %d files %d bytes target %d; the layout %s %d files %d bytes target %d",
+				i, g.Dir, g.Files, g.Bytes, g.TargetSize, w.Dir, w.Files, w.Bytes, w.TargetSize)
+		}
+	}
+	if got.Plan.String() != Compute(levelSizes(levels), testShape(), []uint64{1 << 20, 2 << 20, 1 << 30}).String() {
+		t.Errorf("plan %s, want the plan as the LSM is", got.Plan)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Errorf("Inspect touched the temporary copy: %v", err)
+	}
+}
