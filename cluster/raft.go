@@ -135,7 +135,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 	if err := removeStaleSnapshots(n.snapDir); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if n.log, err = openLogStore(filepath.Join(cfg.Dir, "log")); err != nil {
+	if n.log, err = openLogStore(filepath.Join(cfg.Dir, "log"), cfg.logFS); err != nil {
 		return nil, err
 	}
 	defer func() {

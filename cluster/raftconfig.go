@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -65,6 +67,10 @@ type RaftConfig struct {
 	// Logger receives the member's log lines (elections, snapshots,
 	// unreachable peers); nil means silent.
 	Logger Logger
+
+	// logFS, if set, holds the raft log instead of the OS file system:
+	// tests crash it (vfs.NewCrashableMem) to drop what was not fsynced.
+	logFS vfs.FS
 }
 
 // MemberConfig is one [[cluster.members]] entry.

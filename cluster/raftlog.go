@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sync"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
 	"go.etcd.io/raft/v3"
@@ -72,8 +74,15 @@ func entryKey(index uint64) []byte {
 	return k
 }
 
-// openLogStore opens (creating if needed) the raft log store in dir.
-func openLogStore(dir string) (*logStore, error) {
+// openLogStore opens (creating if needed) the raft log store in dir, on
+// fs (nil: the OS file system).
+func openLogStore(dir string, fs vfs.FS) (*logStore, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := mkdirAllSynced(fs, dir); err != nil {
+		return nil, fmt.Errorf("cluster: raft log %s: %w", dir, err)
+	}
 	cfg := config.Default()
 	cfg.DBPath = dir
 	cfg.Sync = true // the raft log is acknowledged to peers: fsync every batch
@@ -81,12 +90,45 @@ func openLogStore(dir string) (*logStore, error) {
 	cfg.MaxWriteBufferNumber = 2
 	cfg.BlockCacheSizeMB = 8
 	cfg.CompressionDefault = "none" // entries are read back once, at restart
-	db, err := engine.Open(cfg)
+	db, err := engine.Open(cfg, engine.Options{FS: fs})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft log %s: %w", dir, err)
 	}
 	s := &logStore{db: db, hs: &pb.HardState{}}
 	return s, nil
+}
+
+// mkdirAllSynced creates dir and its missing parents, fsyncing each new
+// directory's parent: a member that bootstraps and then loses power must
+// still find its raft log (the engine syncs only its own directory).
+func mkdirAllSynced(fs vfs.FS, dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		pd, err := fs.OpenDir(filepath.Dir(d))
+		if err != nil {
+			return err
+		}
+		err = pd.Sync()
+		if cerr := pd.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *logStore) close() error { return s.db.Close() }

@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # cluster_qps.sh: the cluster rows of the QPS table, etcd v2.1's benchmark
 # shape (hey on the v2 keys API, one key, reads and writes, 64 and 256 byte
-# values, 1, 64 and 256 clients, requests sent to the leader) against a
-# 3-member Strata cluster and a 3-member etcd 3.4 (Debian's etcd-server,
-# --enable-v2) on loopback, in alternating passes, with the medians, the
-# Strata/etcd ratio and the CPU seconds per 1000 requests of all three
-# members of each cluster.
+# values, 1, 64 and 256 clients) against a 3-member Strata cluster and a
+# 3-member etcd 3.4 (Debian's etcd-server, --enable-v2) on loopback, in
+# alternating passes, with the medians, the Strata/etcd ratio and the CPU
+# seconds per 1000 requests of all three members of each cluster.
 #
 #   go build -o /tmp/strata ./cmd/strata
 #   scripts/cluster_qps.sh /tmp/strata [passes]      # default 3 passes
+#
+# Two targets, as in etcd's table:
+#   leader  every request to the leader: one hey with C clients, N requests.
+#   all     requests spread over the three members: three hey processes at
+#           once, one per member, each with a third of the clients and of
+#           the requests (64 clients: 22+21+21); QPS is the sum of the three
+#           hey rates, p90 the largest of the three p90s. With one client
+#           the members take turns (N/3 requests on each, one after the
+#           other) and QPS is N over the three runs' summed duration.
+#           Writes to a follower are forwarded to the leader by both.
+#
+# Environment: TARGETS ("leader all"), OPS ("read write"), SIZES ("64 256"),
+# CLIENTS ("1 64 256") select rows; N (20000; 2000 with one client) the
+# requests per run.
 #
 # Needs hey, etcd and etcdctl on PATH. Every write is fsynced on a majority
 # by both (Strata's raft log, etcd's WAL). Ports 21379-23380 (Strata) and
@@ -16,6 +29,10 @@
 set -euo pipefail
 STRATA=${1:?usage: cluster_qps.sh STRATA_BINARY [PASSES]}
 PASSES=${2:-3}
+TARGETS=${TARGETS:-leader all}
+OPS=${OPS:-read write}
+SIZES=${SIZES:-64 256}
+CLIENTS=${CLIENTS:-1 64 256}
 for p in hey etcd etcdctl; do command -v $p >/dev/null || { echo "$p not on PATH" >&2; exit 1; }; done
 DIR=$(mktemp -d /tmp/cluster-qps.XXXXXX)
 PIDS=()
@@ -61,45 +78,93 @@ leader() {
 
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
 
-declare -A QPS CPU
+# hey_run OUT N C URL OP VALUE: one hey run; writes "QPS P90_MS SECONDS" to OUT.
+hey_run() {
+  local out=$1 n=$2 c=$3 url=$4 op=$5 value=$6 res
+  if [ "$op" = read ]; then
+    res=$(hey -n "$n" -c "$c" "$url")
+  else
+    res=$(hey -n "$n" -c "$c" -m PUT -T application/x-www-form-urlencoded -d "value=$value" "$url")
+  fi
+  if echo "$res" | grep -q '^Error distribution'; then
+    echo "hey $url: errors:" >&2; echo "$res" | sed -n '/^Error distribution/,$p' >&2
+  fi
+  echo "$res" | awk '/Requests\/sec/ {q=$2} /Total:/ && !t {t=$2} / 90% in/ {p=$3*1000} END {print q, p, t}' > "$out"
+}
+
+# load TARGET OP N C VALUE ADDRS...: one measured run; prints "QPS P90_MS".
+load() {
+  local target=$1 op=$2 n=$3 c=$4 value=$5; shift 5
+  local addrs=("$@") i k
+  if [ "$target" = leader ]; then
+    hey_run "$DIR/r0" "$n" "$c" "http://${addrs[0]}/v2/keys/foo" "$op" "$value"
+    awk '{print $1, $2}' "$DIR/r0"; return
+  fi
+  if [ "$c" = 1 ]; then # one client: the members in turn
+    for i in 0 1 2; do
+      hey_run "$DIR/r$i" $(( n / 3 )) 1 "http://${addrs[$i]}/v2/keys/foo" "$op" "$value"
+    done
+    cat "$DIR/r0" "$DIR/r1" "$DIR/r2" | awk -v n=$(( n / 3 * 3 )) '{t += $3; if ($2 > p) p = $2} END {print n / t, p}'
+    return
+  fi
+  local hp=()
+  for i in 0 1 2; do
+    k=$(( c / 3 + (i < c % 3 ? 1 : 0) ))
+    hey_run "$DIR/r$i" $(( n / 3 )) "$k" "http://${addrs[$i]}/v2/keys/foo" "$op" "$value" &
+    hp+=($!)
+  done
+  wait "${hp[@]}"
+  cat "$DIR/r0" "$DIR/r1" "$DIR/r2" | awk '{q += $1; if ($2 > p) p = $2} END {print q, p}'
+}
+
+declare -A QPS P90 CPU
 start_strata; start_etcd
-SL=$(leader 127.0.0.1:21379,127.0.0.1:22379,127.0.0.1:23379)
-EL=$(leader 127.0.0.1:31379,127.0.0.1:32379,127.0.0.1:33379)
+SE=127.0.0.1:21379,127.0.0.1:22379,127.0.0.1:23379
+EE=127.0.0.1:31379,127.0.0.1:32379,127.0.0.1:33379
+SL=$(leader $SE)
+EL=$(leader $EE)
+# Members in order: the leader first, then the others.
+SALL=("$SL" $(echo $SE | tr ',' '\n' | grep -vx "$SL"))
+EALL=("$EL" $(echo $EE | tr ',' '\n' | grep -vx "$EL"))
 HZ=$(getconf CLK_TCK)
 echo "strata leader $SL, etcd leader $EL; $PASSES passes" >&2
 for pass in $(seq 1 "$PASSES"); do
   order="strata etcd"; [ $((pass % 2)) = 0 ] && order="etcd strata"
-  for op in read write; do
-    for size in 64 256; do
-      value=$(head -c "$size" /dev/zero | tr '\0' a)
-      for c in 1 64 256; do
-        n=$([ "$c" = 1 ] && echo 2000 || echo 20000)
-        for srv in $order; do
-          if [ $srv = strata ]; then addr=$SL; pids="${SPIDS[*]}"; else addr=$EL; pids="${EPIDS[*]}"; fi
-          url="http://$addr/v2/keys/foo"
-          curl -s -X PUT "$url" -d "value=$value" >/dev/null
-          c0=$(cpu_ticks $pids)
-          if [ $op = read ]; then
-            r=$(hey -n $n -c $c "$url" | awk '/Requests\/sec/ {print $2}')
-          else
-            r=$(hey -n $n -c $c -m PUT -T application/x-www-form-urlencoded -d "value=$value" "$url" | awk '/Requests\/sec/ {print $2}')
-          fi
-          c1=$(cpu_ticks $pids)
-          key="$op $size $c $srv"
-          QPS[$key]="${QPS[$key]:-} $r"
-          CPU[$key]="${CPU[$key]:-} $(echo "$c0 $c1 $n $HZ" | awk '{printf "%.3f", ($2-$1)/$4*1000/$3}')"
-          echo "pass $pass: $key: $r req/s" >&2
+  for target in $TARGETS; do
+    for op in $OPS; do
+      for size in $SIZES; do
+        value=$(head -c "$size" /dev/zero | tr '\0' a)
+        for c in $CLIENTS; do
+          n=${N:-$([ "$c" = 1 ] && echo 2000 || echo 20000)}
+          for srv in $order; do
+            if [ $srv = strata ]; then addrs=("${SALL[@]}"); pids="${SPIDS[*]}"; else addrs=("${EALL[@]}"); pids="${EPIDS[*]}"; fi
+            curl -s -X PUT "http://${addrs[0]}/v2/keys/foo" -d "value=$value" >/dev/null
+            c0=$(cpu_ticks $pids)
+            read -r r p < <(load "$target" "$op" "$n" "$c" "$value" "${addrs[@]}")
+            c1=$(cpu_ticks $pids)
+            key="$target $op $size $c $srv"
+            QPS[$key]="${QPS[$key]:-} $r"
+            P90[$key]="${P90[$key]:-} $p"
+            CPU[$key]="${CPU[$key]:-} $(echo "$c0 $c1 $n $HZ" | awk '{printf "%.3f", ($2-$1)/$4*1000/$3}')"
+            echo "pass $pass: $key: $r req/s, p90 $p ms" >&2
+          done
         done
       done
     done
   done
+  # Between passes both clusters are rechecked: a leader may have moved.
+  SL=$(leader $SE); EL=$(leader $EE)
+  SALL=("$SL" $(echo $SE | tr ',' '\n' | grep -vx "$SL"))
+  EALL=("$EL" $(echo $EE | tr ',' '\n' | grep -vx "$EL"))
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-echo "| op | value | clients | Strata QPS | etcd 3.4 QPS | Strata/etcd | Strata CPU s/1000 | etcd CPU s/1000 |"
-echo "|---|---|---|---|---|---|---|---|"
-for op in read write; do for size in 64 256; do for c in 1 64 256; do
-  s=$(echo "${QPS[$op $size $c strata]}" | median); e=$(echo "${QPS[$op $size $c etcd]}" | median)
-  sc=$(echo "${CPU[$op $size $c strata]}" | median); ec=$(echo "${CPU[$op $size $c etcd]}" | median)
-  printf "| %s | %s B | %s | %.0f | %.0f | %.2f | %.3f | %.3f |\n" $op $size $c "$s" "$e" "$(echo "$s $e" | awk '{print $1/$2}')" "$sc" "$ec"
-done; done; done
+echo "| to | op | value | clients | Strata QPS | etcd 3.4 QPS | Strata/etcd | Strata p90 (ms) | etcd p90 (ms) | Strata CPU s/1000 | etcd CPU s/1000 |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for target in $TARGETS; do for op in $OPS; do for size in $SIZES; do for c in $CLIENTS; do
+  k="$target $op $size $c"
+  s=$(echo "${QPS[$k strata]}" | median); e=$(echo "${QPS[$k etcd]}" | median)
+  sp=$(echo "${P90[$k strata]}" | median); ep=$(echo "${P90[$k etcd]}" | median)
+  sc=$(echo "${CPU[$k strata]}" | median); ec=$(echo "${CPU[$k etcd]}" | median)
+  printf "| %s | %s | %s B | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.3f | %.3f |\n" $target $op $size $c "$s" "$e" "$(echo "$s $e" | awk '{print $1/$2}')" "$sp" "$ep" "$sc" "$ec"
+done; done; done; done
