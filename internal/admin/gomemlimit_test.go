@@ -123,3 +123,65 @@ func TestAutoGoMemoryLimitFollowsLiveHeap(t *testing.T) {
 	}
 	live[0][0] = 1 // keep live reachable past the reading
 }
+
+// TestIdleReturnOncePerIdlePeriod checks when the automatic limit returns
+// memory: not while the server allocates, once when it goes idle with a
+// surplus worth returning, not again until it was busy again, and never
+// for a small surplus.
+func TestIdleReturnOncePerIdlePeriod(t *testing.T) {
+	const mb = 1 << 20
+	var r idleReturn
+	allocs := uint64(0)
+	step := func(allocated, surplus uint64) bool {
+		allocs += allocated
+		return r.tick(allocs, surplus)
+	}
+	steps := []struct {
+		allocated, surplus uint64
+		want               bool
+	}{
+		{50 * mb, 20 * mb, false},                // busy
+		{10 * mb, 30 * mb, false},                // busy
+		{1 << 10, 30 * mb, true},                 // idle: return once
+		{1 << 10, 30 * mb, false},                // still idle: already returned
+		{0, 30 * mb, false},                      // still idle
+		{goMemoryIdleAllocBytes, 30 * mb, false}, // busy again
+		{0, goMemoryIdleMinGainBytes - 1, false}, // idle, too little to gain
+		{0, 8 * mb, true},                        // idle, now worth it
+	}
+	for i, s := range steps {
+		if got := step(s.allocated, s.surplus); got != s.want {
+			t.Fatalf("tick %d (allocated %d, surplus %d): return = %v, want %v", i, s.allocated, s.surplus, got, s.want)
+		}
+	}
+}
+
+// TestGoMemorySurplus checks that garbage the collector has not yet
+// collected counts as surplus and that returning memory removes it, so
+// that the idle return sees what it can gain.
+func TestGoMemorySurplus(t *testing.T) {
+	samples := goMemorySamples()
+	runtime.GC()
+	debug.FreeOSMemory()
+	before := readGoMemory(samples)
+	gcPercent := debug.SetGCPercent(-1) // no collection while the garbage is made
+	var keep []byte
+	for range 64 {
+		keep = make([]byte, 1<<20)
+		keep[0] = 1
+	}
+	withGarbage := readGoMemory(samples)
+	debug.SetGCPercent(gcPercent)
+	debug.FreeOSMemory()
+	after := readGoMemory(samples)
+	if withGarbage.surplus() < before.surplus()+32<<20 {
+		t.Errorf("64 MB of garbage: surplus %d MB (before %d MB), want at least 32 MB more", withGarbage.surplus()>>20, before.surplus()>>20)
+	}
+	if after.surplus() > before.surplus()+goMemoryIdleMinGainBytes {
+		t.Errorf("after returning memory the surplus is %d MB (before the garbage %d MB)", after.surplus()>>20, before.surplus()>>20)
+	}
+	if withGarbage.allocs < before.allocs+64<<20 {
+		t.Errorf("allocated 64 MB: allocs %d -> %d", before.allocs, withGarbage.allocs)
+	}
+	_ = keep[0]
+}
