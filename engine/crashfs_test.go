@@ -23,7 +23,7 @@ func TestSyncSurvivesPowerLoss(t *testing.T) {
 		cfg.WALDir = "/wal"
 		cfg.Sync = true
 		cfg.MemtableSizeMB = 1
-		db, err := OpenWithOptions(cfg, Options{FS: mem})
+		db, err := Open(cfg, Options{FS: mem})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestSyncSurvivesPowerLoss(t *testing.T) {
 		crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(seed, uint64(round)))})
 		_ = db.Close()
 
-		db2, err := OpenWithOptions(cfg, Options{FS: crashed})
+		db2, err := Open(cfg, Options{FS: crashed})
 		if err != nil {
 			t.Fatalf("round %d: reopen crash clone: %v", round, err)
 		}
@@ -58,7 +58,7 @@ func TestNoSyncCanLoseOnPowerLoss(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.DBPath = "/db"
 	cfg.Sync = false
-	db, err := OpenWithOptions(cfg, Options{FS: mem})
+	db, err := Open(cfg, Options{FS: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestNoSyncCanLoseOnPowerLoss(t *testing.T) {
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	_ = db.Close()
-	db2, err := OpenWithOptions(cfg, Options{FS: crashed})
+	db2, err := Open(cfg, Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,10 +45,15 @@ var ErrNotFound = errors.New("engine: not found")
 // ErrClosed is returned by operations on a closed DB.
 var ErrClosed = errors.New("engine: closed")
 
-// Logger receives Strata's and Pebble's informational log lines. A nil
-// Logger in Options means silent.
+// Logger receives Strata's and Pebble's log lines: Infof the informational
+// ones, Errorf the errors met where no caller can receive them (a failed
+// background flush or compaction, Pebble's own error lines). A nil Logger
+// in Options means silent; background errors are counted in Metrics either
+// way. It has the methods of Pebble's Logger but Fatalf, which the engine
+// turns into ErrFatal.
 type Logger interface {
 	Infof(format string, args ...any)
+	Errorf(format string, args ...any)
 }
 
 // Options are the run-time hooks of a DB that do not belong in a config file.
@@ -112,24 +117,29 @@ type DB struct {
 	// openSnapshots counts snapshots not yet closed.
 	openSnapshots atomic.Int64
 
-	stalls  stallCounter
-	rewrite rewriteCounter
-	closed  atomic.Bool
+	stalls   stallCounter
+	rewrite  rewriteCounter
+	bgErrors bgErrorCounter
+	closed   atomic.Bool
 	// fatal is Pebble's fatal error once one was met (see ErrFatal).
 	fatal atomic.Pointer[FatalError]
 }
 
-// Open opens (creating if needed) the database that cfg describes. It
-// validates cfg, rejects settings Strata cannot deliver, never modifies cfg,
-// and writes the RocksDB-format OPTIONS file into db_path.
-func Open(cfg *config.Config) (*DB, error) {
-	return OpenWithOptions(cfg, Options{})
-}
-
-// OpenWithOptions is Open with run-time hooks.
-func OpenWithOptions(cfg *config.Config, o Options) (*DB, error) {
+// Open opens (creating if needed) the database that cfg describes, with the
+// run-time hooks of opts if given (at most one Options; none means the OS
+// file system, silent, read-write). It validates cfg, rejects settings
+// Strata cannot deliver, never modifies cfg, and writes the RocksDB-format
+// OPTIONS file into db_path.
+func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	if cfg == nil {
 		return nil, errors.New("engine: Open: config is nil")
+	}
+	if len(opts) > 1 {
+		return nil, fmt.Errorf("engine: Open: %d Options given, at most one is allowed", len(opts))
+	}
+	var o Options
+	if len(opts) == 1 {
+		o = opts[0]
 	}
 	res, err := cfg.Resolve() // a validated copy
 	if err != nil {
@@ -401,13 +411,35 @@ func (s *stallCounter) load() (count int64, total time.Duration, lastWhy string)
 	return s.count, total, s.lastWhy
 }
 
+// bgErrorCounter counts the errors of Pebble's background work and keeps
+// the last one.
+type bgErrorCounter struct {
+	mu    sync.Mutex
+	count int64
+	last  error
+}
+
+func (c *bgErrorCounter) record(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.count++
+	c.last = err
+}
+
+func (c *bgErrorCounter) load() BackgroundErrorMetrics {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return BackgroundErrorMetrics{Count: c.count, Last: c.last}
+}
+
 func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
 	own := pebble.EventListener{
 		WriteStallBegin: func(info pebble.WriteStallBeginInfo) { db.stalls.begin(info.Reason) },
 		WriteStallEnd:   func() { db.stalls.end() },
 		BackgroundError: func(err error) {
+			db.bgErrors.record(err)
 			if db.logger != nil {
-				db.logger.Infof("strata: background error: %v", err)
+				db.logger.Errorf("strata: background error: %v", err)
 			}
 		},
 	}
@@ -432,7 +464,7 @@ func (p pebbleLogger) Infof(format string, args ...any) {
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	if p.l != nil {
-		p.l.Infof("error: "+format, args...)
+		p.l.Errorf(format, args...)
 	}
 }
 

@@ -136,7 +136,7 @@ func TestDirectIONeedsOSFileSystem(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.DBPath = "/db"
 	cfg.UseDirectIOForFlushAndCompaction = true
-	if _, err := OpenWithOptions(cfg, Options{FS: vfs.NewMem()}); err == nil || !strings.Contains(err.Error(), "use_direct_io_for_flush_and_compaction") {
+	if _, err := Open(cfg, Options{FS: vfs.NewMem()}); err == nil || !strings.Contains(err.Error(), "use_direct_io_for_flush_and_compaction") {
 		t.Fatalf("direct I/O on a MemFS = %v", err)
 	}
 }

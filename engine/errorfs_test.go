@@ -23,7 +23,7 @@ import (
 // write in acked and returns the first error.
 func errorSweepWorkload(fs vfs.FS, acked map[string][]byte) (err error) {
 	cfg := errorSweepConfig()
-	db, err := OpenWithOptions(cfg, Options{FS: fs})
+	db, err := Open(cfg, Options{FS: fs})
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func TestErrorInjectionSweep(t *testing.T) {
 		// Reopen on what survives a power cut after the run: only synced
 		// data, so a missing sync fails the check as much as a lost write.
 		clean := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-		db, rerr := OpenWithOptions(errorSweepConfig(), Options{FS: clean})
+		db, rerr := Open(errorSweepConfig(), Options{FS: clean})
 		if rerr != nil {
 			t.Fatalf("n=%d (run error %v): reopen on the clean file system: %v", n, err, rerr)
 		}

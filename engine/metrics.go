@@ -34,9 +34,12 @@ type Metrics struct {
 	Filter     FilterMetrics
 	WAL        WALMetrics
 	Stalls     StallMetrics
-	Compaction CompactionMetrics
-	Rewrites   RewriteMetrics
-	DirectIO   DirectIOMetrics
+	// BackgroundErrors counts the errors of Pebble's background work
+	// (flushes, compactions, table deletions), which no call returns.
+	BackgroundErrors BackgroundErrorMetrics
+	Compaction       CompactionMetrics
+	Rewrites         RewriteMetrics
+	DirectIO         DirectIOMetrics
 	// Tiering describes the tiered layout over db_paths: per path the files,
 	// bytes, target, fill and levels, the level-to-path map and the mover's
 	// counts. nil when db_paths is empty.
@@ -139,6 +142,15 @@ type StallMetrics struct {
 	LastReason string
 }
 
+// BackgroundErrorMetrics counts the errors of background work. Pebble
+// retries the work; a count that keeps growing means the disk or the file
+// system refuses it.
+type BackgroundErrorMetrics struct {
+	Count int64
+	// Last is the most recent error, nil when Count is 0.
+	Last error
+}
+
 // CompactionMetrics describes background work.
 type CompactionMetrics struct {
 	Count, MoveCount, InProgress int64
@@ -212,6 +224,7 @@ func (db *DB) metrics() (*Metrics, error) {
 	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
 	count, total, why := db.stalls.load()
 	m.Stalls = StallMetrics{Count: count, Total: total, LastReason: why}
+	m.BackgroundErrors = db.bgErrors.load()
 	m.Compaction = CompactionMetrics{
 		Count: pm.Compact.Count, MoveCount: pm.Compact.MoveCount, InProgress: pm.Compact.NumInProgress,
 		EstimatedDebtBytes: pm.Compact.EstimatedDebt, Duration: pm.Compact.Duration,

@@ -47,7 +47,7 @@ func TestReadOnlyOpen(t *testing.T) {
 	}
 	before := listing()
 
-	ro, err := OpenWithOptions(cfg, Options{ReadOnly: true})
+	ro, err := Open(cfg, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestReadOnlyOpen(t *testing.T) {
 		t.Errorf("a read-only open changed files:\nbefore\n%s\nafter\n%s", before, after)
 	}
 
-	if _, err := OpenWithOptions(testConfig(t), Options{ReadOnly: true}); err == nil {
+	if _, err := Open(testConfig(t), Options{ReadOnly: true}); err == nil {
 		t.Error("read-only open of a missing database succeeded")
 	}
 }

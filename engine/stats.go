@@ -62,6 +62,9 @@ func (db *DB) Stats() (string, error) {
 		fmt.Fprintf(&b, ", last reason %q", m.Stalls.LastReason)
 	}
 	b.WriteString("\n")
+	if e := m.BackgroundErrors; e.Count > 0 {
+		fmt.Fprintf(&b, "Background errors: %d, last: %v\n", e.Count, e.Last)
+	}
 	fmt.Fprintf(&b, "Compactions: %d (%d moves), %d running, pending %.2f MB, %s; flushes %d, %d running\n",
 		m.Compaction.Count, m.Compaction.MoveCount, m.Compaction.InProgress, mb(int64(m.Compaction.EstimatedDebtBytes)), m.Compaction.Duration.Round(1e6),
 		m.Compaction.Flushes, m.Compaction.FlushesInProgress)

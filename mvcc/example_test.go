@@ -14,7 +14,7 @@ func Example() {
 	cfg := config.Default()
 	cfg.DBPath = "/db"
 	cfg.MemtableSizeMB, cfg.BlockCacheSizeMB = 4, 8
-	db, err := engine.OpenWithOptions(cfg, engine.Options{FS: vfs.NewMem()})
+	db, err := engine.Open(cfg, engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		panic(err)
 	}
@@ -73,7 +73,7 @@ func ExampleStore_RevokeLease() {
 	cfg := config.Default()
 	cfg.DBPath = "/db"
 	cfg.MemtableSizeMB, cfg.BlockCacheSizeMB = 4, 8
-	db, err := engine.OpenWithOptions(cfg, engine.Options{FS: vfs.NewMem()})
+	db, err := engine.Open(cfg, engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		panic(err)
 	}
@@ -110,7 +110,7 @@ func ExampleStore_Entry() {
 	cfg := config.Default()
 	cfg.DBPath = "/db"
 	cfg.MemtableSizeMB, cfg.BlockCacheSizeMB = 4, 8
-	db, err := engine.OpenWithOptions(cfg, engine.Options{FS: vfs.NewMem()})
+	db, err := engine.Open(cfg, engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		panic(err)
 	}

@@ -45,7 +45,7 @@ func memConfig(sync bool) *config.Config {
 
 func openEngine(t testing.TB, fs vfs.FS, sync bool) *engine.DB {
 	t.Helper()
-	db, err := engine.OpenWithOptions(memConfig(sync), engine.Options{FS: fs})
+	db, err := engine.Open(memConfig(sync), engine.Options{FS: fs})
 	if err != nil {
 		t.Fatalf("engine.Open: %v", err)
 	}

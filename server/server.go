@@ -97,7 +97,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		engineCfg = cfg.Clone()
 		engineCfg.Sync = false
 	}
-	if s.db, err = engine.OpenWithOptions(engineCfg, engine.Options{Logger: opts.Logger}); err != nil {
+	if s.db, err = engine.Open(engineCfg, engine.Options{Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Server, error) {

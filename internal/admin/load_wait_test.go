@@ -38,7 +38,7 @@ func TestLoadWaitsForCompactions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db, err := engine.OpenWithOptions(c, engine.Options{ReadOnly: true})
+		db, err := engine.Open(c, engine.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,7 +129,7 @@ func (o *globalOptions) open(log engine.Logger, mode openMode) (*engine.DB, erro
 			return nil, fmt.Errorf("no database at db_path = %q: the directory does not exist (put and load create one)", cfg.DBPath)
 		}
 	}
-	return engine.OpenWithOptions(cfg, engine.Options{Logger: log, ReadOnly: mode == readOnly})
+	return engine.Open(cfg, engine.Options{Logger: log, ReadOnly: mode == readOnly})
 }
 
 // logger returns the logger of --verbose, writing to the command's stderr,
@@ -149,8 +149,13 @@ type lineLogger struct {
 }
 
 // Infof writes one formatted line.
-func (l *lineLogger) Infof(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+func (l *lineLogger) Infof(format string, args ...any) { l.line("", format, args...) }
+
+// Errorf writes one formatted line starting "error: ".
+func (l *lineLogger) Errorf(format string, args ...any) { l.line("error: ", format, args...) }
+
+func (l *lineLogger) line(prefix, format string, args ...any) {
+	msg := prefix + fmt.Sprintf(format, args...)
 	if !strings.HasSuffix(msg, "\n") {
 		msg += "\n"
 	}

@@ -87,7 +87,7 @@ func newHarness(t *testing.T, seed uint64) *harness {
 	cfg := config.Default()
 	cfg.DBPath = "/db"
 	cfg.MemtableSizeMB, cfg.BlockCacheSizeMB = 4, 8
-	db, err := engine.OpenWithOptions(cfg, engine.Options{FS: vfs.NewMem()})
+	db, err := engine.Open(cfg, engine.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
