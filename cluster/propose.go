@@ -48,7 +48,7 @@ func (n *raftNode) propose(ctx context.Context, kind byte, body []byte) (any, er
 	}
 	id := n.reqID.Add(1)
 	ch := n.wait.register(id)
-	if err := n.raft.Propose(ctx, n.encodeProposal(kind, id, body)); err != nil {
+	if err := n.submit(ctx, n.encodeProposal(kind, id, body)); err != nil {
 		n.wait.cancel(id)
 		return nil, n.mapRaftErr(ctx, err)
 	}
@@ -61,6 +61,81 @@ func (n *raftNode) propose(ctx context.Context, kind byte, body []byte) (any, er
 	case <-n.stopc:
 		n.wait.cancel(id)
 		return nil, n.stoppedErr()
+	}
+}
+
+// pendingProposal is one proposal on its way into raft.
+type pendingProposal struct {
+	ctx  context.Context
+	data []byte
+	errc chan error // buffered: the batcher never waits for the caller
+}
+
+// maxProposalBatch bounds the proposals stepped into raft as one message.
+const maxProposalBatch = 512
+
+// submit hands data to the proposal batcher and waits until raft took it.
+func (n *raftNode) submit(ctx context.Context, data []byte) error {
+	p := &pendingProposal{ctx: ctx, data: data, errc: make(chan error, 1)}
+	select {
+	case n.propc <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return raft.ErrStopped
+	}
+	select {
+	case err := <-p.errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return raft.ErrStopped
+	}
+}
+
+// proposeLoop is the proposal batcher: the proposals that arrive while
+// raft takes one are stepped into it together, as one MsgProp with many
+// entries, so the leader sends one append per follower for all of them
+// (and a follower forwards them in one message) instead of one each. A
+// lone proposal goes through raft's Propose, which reports a dropped
+// proposal at once; in a batch, a dropped proposal ends in its caller's
+// timeout (raft's Step does not report drops), as a proposal the leader
+// drops after forwarding does.
+func (n *raftNode) proposeLoop() {
+	defer n.wg.Done()
+	for {
+		var first *pendingProposal
+		select {
+		case first = <-n.propc:
+		case <-n.stopc:
+			return
+		}
+		batch := []*pendingProposal{first}
+	gather:
+		for len(batch) < maxProposalBatch {
+			select {
+			case p := <-n.propc:
+				batch = append(batch, p)
+			default:
+				break gather
+			}
+		}
+		var err error
+		if len(batch) == 1 {
+			err = n.raft.Propose(first.ctx, first.data)
+		} else {
+			ents := make([]*pb.Entry, len(batch))
+			for i, p := range batch {
+				ents[i] = &pb.Entry{Data: p.data}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+			err = n.raft.Step(ctx, &pb.Message{Type: pb.MsgProp.Enum(), Entries: ents})
+			cancel()
+		}
+		for _, p := range batch {
+			p.errc <- err
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // raftNode is the raft-backed Node. raft runs with AsyncStorageWrites, and
-// four goroutines do the work:
+// five goroutines do the work:
 //
 //  1. run, the Ready loop: ticks raft and dispatches each Ready without
 //     waiting for a disk: network messages to the peers at once (a leader
@@ -34,6 +34,8 @@ import (
 //     takes snapshots and truncates the log.
 //  4. readLoop: serves ReadBarrier with raft's ReadIndex, one request for
 //     every caller waiting at the time.
+//  5. proposeLoop: steps the proposals that arrived meanwhile into raft as
+//     one message.
 type raftNode struct {
 	cfg       RaftConfig
 	id        uint64
@@ -49,6 +51,8 @@ type raftNode struct {
 	applyc chan *applyJob
 	// appendc carries MsgStorageAppend messages to the append goroutine.
 	appendc chan *pb.Message
+	// propc carries proposals to the proposal batcher.
+	propc chan *pendingProposal
 	// snapMsgc carries MsgSnap messages to the apply goroutine.
 	snapMsgc chan *pb.Message
 	// Owned by the apply goroutine.
@@ -116,6 +120,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 		storage:     raft.NewMemoryStorage(),
 		applyc:      make(chan *applyJob, 128),
 		appendc:     make(chan *pb.Message, 1024),
+		propc:       make(chan *pendingProposal, 4096),
 		snapMsgc:    make(chan *pb.Message, 16),
 		appliedWake: make(chan struct{}),
 		leaderc:     make(chan struct{}, 1),
@@ -200,8 +205,9 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 	n.tr.serve(ln, cfg.PeerServerTLS)
 	n.logf("member %s (%x) of cluster %x started: applied %d, raft log from %d", cfg.Name, n.id, n.clusterID, n.snapIndex, n.snapIndex+1)
 
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.run()
+	go n.proposeLoop()
 	go n.appendLoop()
 	go n.applyLoop()
 	go n.readLoop()
