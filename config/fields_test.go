@@ -1,0 +1,198 @@
+package config
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// docsRow is one row of docs/config.md's table of keys.
+type docsRow struct {
+	key, def, rng, options string
+}
+
+// docsTable reads the table of keys of docs/config.md: the one whose header
+// begins "| Key | Default | Range | In OPTIONS-rocksdb |".
+func docsTable(t *testing.T) []docsRow {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []docsRow
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| Key | Default | Range | In OPTIONS-rocksdb |"):
+			in = true
+			continue
+		case !in:
+			continue
+		case strings.HasPrefix(line, "|---"):
+			continue
+		case !strings.HasPrefix(line, "|"):
+			return rows
+		}
+		cells := strings.Split(line, " | ")
+		if len(cells) < 4 {
+			t.Fatalf("docs/config.md: a row of fewer than 4 cells: %q", line)
+		}
+		rows = append(rows, docsRow{
+			key:     strings.Trim(strings.TrimPrefix(cells[0], "| "), "`"),
+			def:     firstCode(cells[1]),
+			rng:     strings.ReplaceAll(cells[2], "`", ""),
+			options: cells[3],
+		})
+	}
+	if !in {
+		t.Fatal("docs/config.md has no table headed | Key | Default | Range | In OPTIONS-rocksdb |")
+	}
+	return rows
+}
+
+// firstCode returns the first `code` span of a cell, or the cell.
+func firstCode(cell string) string {
+	if _, rest, ok := strings.Cut(cell, "`"); ok {
+		code, _, _ := strings.Cut(rest, "`")
+		return code
+	}
+	return cell
+}
+
+// optionsText is what the In OPTIONS-rocksdb column says of a row: the
+// section and RocksDB name it is written under (with the unit when it
+// converts), or the "# strata:" comment.
+func optionsText(f *field) string {
+	if f.rocksdb == "" {
+		return "`# strata:`"
+	}
+	s := "`" + f.rocksdb + "`"
+	if f.scale == mib {
+		s += " (bytes)"
+	}
+	return s
+}
+
+// TestDocsTableMatchesFields holds docs/config.md's table of keys to the
+// table of fields: the same keys in the same order, each with the table's
+// default, range and OPTIONS name. A key added to one and not the other,
+// or a changed default or range, fails here.
+func TestDocsTableMatchesFields(t *testing.T) {
+	rows := docsTable(t)
+	var docKeys, tableKeys []string
+	for _, r := range rows {
+		docKeys = append(docKeys, r.key)
+	}
+	for _, f := range byField {
+		tableKeys = append(tableKeys, f.key)
+	}
+	if !reflect.DeepEqual(docKeys, tableKeys) {
+		t.Fatalf("docs/config.md keys =\n  %v\nthe table of fields has\n  %v", docKeys, tableKeys)
+	}
+	for i, r := range rows {
+		f := byField[i]
+		if r.def != f.defaultText() {
+			t.Errorf("docs/config.md: %s default %q, the table says %q", f.key, r.def, f.defaultText())
+		}
+		if r.rng != f.rangeText() {
+			t.Errorf("docs/config.md: %s range %q, the table says %q", f.key, r.rng, f.rangeText())
+		}
+		if r.options != optionsText(f) {
+			t.Errorf("docs/config.md: %s in OPTIONS-rocksdb %q, the table says %q", f.key, r.options, optionsText(f))
+		}
+	}
+}
+
+// TestEveryKeyHasARow checks that each file key of Config but the [server]
+// and [cluster] sections is a row of the table, so a new field cannot miss
+// its default, range and OPTIONS line.
+func TestEveryKeyHasARow(t *testing.T) {
+	rt := reflect.TypeFor[Config]()
+	for i := range rt.NumField() {
+		key := rt.Field(i).Tag.Get("toml")
+		if key == "server" || key == "cluster" {
+			continue
+		}
+		if fieldByKey(key) == nil {
+			t.Errorf("Config key %s has no row in the table of fields", key)
+		}
+	}
+}
+
+// TestValidateRangesMatchTable probes Validate at each ranged row's limits:
+// the limits themselves (and 0 where the row allows it) are valid, one step
+// outside each is exactly one problem on that key, naming the table's
+// range. A range checked anywhere else than the table, or not at all,
+// fails here.
+func TestValidateRangesMatchTable(t *testing.T) {
+	for _, f := range byField {
+		if f.limits == nil {
+			continue
+		}
+		step := 1.0
+		if f.value(Default()).Kind() == reflect.Float64 {
+			step = 0.001
+		}
+		set := func(c *Config, x float64) {
+			v := f.value(c)
+			if v.CanInt() {
+				v.SetInt(int64(x))
+			} else {
+				v.SetFloat(x)
+			}
+		}
+		valid := []float64{f.limits.min, f.limits.max}
+		if f.limits.zeroMeans != "" {
+			valid = append(valid, 0)
+		}
+		for _, x := range valid {
+			c := Default()
+			set(c, x)
+			if err := c.Validate(); err != nil {
+				t.Errorf("%s = %s: Validate() = %v, want valid (the table allows %s)", f.key, formatNumber(x), err, f.limits)
+			}
+		}
+		invalid := []float64{f.limits.min - step, f.limits.max + step}
+		if f.limits.zeroMeans == "" && f.value(Default()).Kind() == reflect.Float64 {
+			invalid = append(invalid, math.NaN())
+		}
+		for _, x := range invalid {
+			if x == 0 && f.limits.zeroMeans != "" {
+				x = f.limits.min - 2*step // 0 is allowed there
+			}
+			c := Default()
+			set(c, x)
+			ps := problems(t, c.Validate())
+			if len(ps) != 1 || ps[0].Key != f.key || ps[0].Rule != f.limits.rule() {
+				t.Errorf("%s = %s: Validate() = %v, want one problem %q", f.key, formatNumber(x), ps, f.limits.rule())
+			}
+		}
+	}
+}
+
+// TestFixedValuesRoundTrip checks that every row Strata writes with a fixed
+// value is read back without a note, and that another value is noted with
+// the row's reason.
+func TestFixedValuesRoundTrip(t *testing.T) {
+	for i := range fields {
+		f := &fields[i]
+		if f.fixed == "" || f.reason == "" {
+			continue
+		}
+		file := "[" + f.section + "]\n" + f.rocksdb + "=" + f.fixed + "\n"
+		if _, unmapped := importString(t, file); len(unmapped) != 0 {
+			t.Errorf("%s=%s: unmapped %v, want none", f.rocksdb, f.fixed, unmapped)
+		}
+		other := "2"
+		if f.fixed == "true" {
+			other = "false"
+		}
+		_, unmapped := importString(t, "["+f.section+"]\n"+f.rocksdb+"="+other+"\n")
+		if len(unmapped) != 1 || unmapped[0].Reason != f.reason {
+			t.Errorf("%s=%s: unmapped %v, want one with reason %q", f.rocksdb, other, unmapped, f.reason)
+		}
+	}
+}
