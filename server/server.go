@@ -208,7 +208,7 @@ var requestTimeout = 7 * time.Second
 
 // readBarrier waits until a linearizable read may be served here.
 func (s *Server) readBarrier(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
 	return s.node.ReadBarrier(ctx)
 }
@@ -216,7 +216,7 @@ func (s *Server) readBarrier(ctx context.Context) error {
 // propose sends a write through the apply path and returns its etcd
 // response or the error the command caused.
 func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
 	r.Header = &pb.RequestHeader{ID: s.reqID.Add(1)}
 	data, err := proto.Marshal(r)
