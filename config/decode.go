@@ -18,19 +18,19 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Parse reads a file in two passes. The first turns the file into a tree of
-// values, the same for every format, and checks it against the keys and
-// types of Config, so that every unknown key and every value of the wrong
-// type is reported at once as a FieldError naming its key:
+// Parse reads a file in one path for every format. The format's library
+// reads the syntax into a tree of values, the same for every format
+// (tomlTree, yamlTree, jsonTree); checkTree checks the tree against the keys
+// and types of Config, so that every unknown key and every value of the
+// wrong type is reported at once as a FieldError naming its key:
 //
 //	memtable_size_mb = "big": expected an integer
 //
-// The second pass is the format library's own strict decode into the
-// struct (toml.MetaData.Undecoded, yaml KnownFields, json
-// DisallowUnknownFields), which the first pass has cleared; any error it
-// still finds is returned as well.
+// and, once the tree is clean, assign lays it over the base Config. The
+// libraries never decode into the struct themselves, so they cannot
+// disagree with the check.
 //
-// The first pass is also stricter than some of the libraries: keys match
+// The check is stricter than some of the libraries would be: keys match
 // exactly (encoding/json and BurntSushi/toml fall back to case-insensitive
 // matches), integers must be written as integers (yaml.v3 would truncate
 // 1.5 to 1) and a negative target_size_bytes is an error (BurntSushi/toml
@@ -135,10 +135,11 @@ const (
 
 // keySpec is one key of a table: its name and type.
 type keySpec struct {
-	name string
-	kind keyKind
-	bits int // keyInt, keyUint: the Go type's size
-	sub  schema
+	name  string
+	kind  keyKind
+	bits  int // keyInt, keyUint: the Go type's size
+	sub   schema
+	field int // the index of the struct field
 }
 
 // schema lists the keys of a table in field order.
@@ -153,10 +154,7 @@ func (s schema) lookup(name string) (keySpec, bool) {
 	return keySpec{}, false
 }
 
-var (
-	configSchema = schemaOf(reflect.TypeFor[Config]())
-	dbPathSchema = schemaOf(reflect.TypeFor[DBPath]())
-)
+var configSchema = schemaOf(reflect.TypeFor[Config]())
 
 // schemaOf reads the keys of a struct from its toml tags; a test checks the
 // yaml and json tags agree.
@@ -164,7 +162,7 @@ func schemaOf(t reflect.Type) schema {
 	var s schema
 	for i := range t.NumField() {
 		f := t.Field(i)
-		spec := keySpec{name: f.Tag.Get("toml")}
+		spec := keySpec{name: f.Tag.Get("toml"), field: i}
 		switch f.Type.Kind() {
 		case reflect.String:
 			spec.kind = keyString
@@ -181,7 +179,7 @@ func schemaOf(t reflect.Type) schema {
 		case reflect.Slice:
 			switch {
 			case f.Type.Elem() == reflect.TypeFor[DBPath]():
-				spec.kind = keyDBPaths
+				spec.kind, spec.sub = keyDBPaths, schemaOf(f.Type.Elem())
 			case f.Type.Elem().Kind() == reflect.Struct:
 				spec.kind, spec.sub = keyTableList, schemaOf(f.Type.Elem())
 			default:
@@ -278,7 +276,7 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 					c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a table with keys path and target_size_bytes")
 					continue
 				}
-				c.table(fmt.Sprintf("%s[%d].", key, i), item, dbPathSchema)
+				c.table(fmt.Sprintf("%s[%d].", key, i), item, spec.sub)
 			}
 		default:
 			c.add(key, v, "expected a list of tables with keys path and target_size_bytes")
@@ -301,6 +299,42 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 			}
 		default:
 			c.add(key, v, "expected a list of tables, each "+want)
+		}
+	}
+}
+
+// assign lays the values of a checked table t over the struct dst (a
+// Config, a section or a list entry). checkTree must have found no problem:
+// every key is known and every value of its key's type.
+func assign(dst reflect.Value, t *value, s schema) {
+	for _, k := range t.keys {
+		spec, _ := s.lookup(k)
+		v, f := t.table[k], dst.Field(spec.field)
+		switch spec.kind {
+		case keyString:
+			f.SetString(v.str)
+		case keyInt:
+			f.SetInt(v.num.Int64())
+		case keyUint:
+			f.SetUint(v.num.Uint64())
+		case keyFloat:
+			if v.kind == kindInt {
+				f.SetFloat(float64(v.num.Int64()))
+			} else {
+				f.SetFloat(v.float)
+			}
+		case keyBool:
+			f.SetBool(v.boolean)
+		case keyTable:
+			assign(f, v, spec.sub)
+		case keyDBPaths, keyTableList:
+			f.Set(reflect.Zero(f.Type())) // null and [] mean no entries
+			if len(v.list) > 0 {
+				f.Set(reflect.MakeSlice(f.Type(), len(v.list), len(v.list)))
+				for i, item := range v.list {
+					assign(f.Index(i), item, spec.sub)
+				}
+			}
 		}
 	}
 }

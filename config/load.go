@@ -3,11 +3,10 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -107,54 +106,11 @@ func parse(data []byte, format string, base *Config) (*Config, error) {
 		return nil, &ValidationError{Problems: problems}
 	}
 	cfg := base.Clone()
-	if len(tree.keys) > 0 {
-		if err := decodeStrict(data, f, cfg); err != nil {
-			return nil, err
-		}
-	}
-	if len(cfg.DBPaths) == 0 {
-		cfg.DBPaths = nil // [] and null mean what an absent key means
-	}
-	if len(cfg.Cluster.Members) == 0 {
-		cfg.Cluster.Members = nil // likewise for [[cluster.members]]
-	}
+	assign(reflect.ValueOf(cfg).Elem(), tree, configSchema)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
-}
-
-// decodeStrict lets the format's library fill cfg, with its own checks for
-// unknown keys on. checkTree has already cleared the file, so an error here
-// means the two disagree; it is returned rather than ignored.
-func decodeStrict(data []byte, format string, cfg *Config) error {
-	switch format {
-	case FormatTOML:
-		md, err := toml.Decode(string(data), cfg)
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-		if undecoded := md.Undecoded(); len(undecoded) > 0 {
-			var problems []*FieldError
-			for _, k := range undecoded {
-				problems = append(problems, &FieldError{Key: k.String(), Value: rawValue("..."), Rule: "unknown key"})
-			}
-			return &ValidationError{Problems: problems}
-		}
-	case FormatYAML:
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("config: %w", err)
-		}
-	case FormatJSON:
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(cfg); err != nil {
-			return fmt.Errorf("config: json: %w", err)
-		}
-	}
-	return nil
 }
 
 // parseFormat returns the canonical name of a format.
