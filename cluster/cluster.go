@@ -104,6 +104,10 @@ var (
 	// ErrPeerURLExists: AddMember of a peer URL a member already has
 	// (etcd's rpctypes.ErrGRPCPeerURLExist).
 	ErrPeerURLExists = errors.New("cluster: peer URL exists")
+	// ErrNotEnoughStartedMembers: a member add or remove that would leave
+	// the cluster without a quorum of started members (etcd's strict
+	// reconfiguration check, rpctypes.ErrGRPCMemberNotEnoughStarted).
+	ErrNotEnoughStartedMembers = errors.New("cluster: re-configuration failed due to not enough started members")
 )
 
 // StateSyncer is implemented by a StateMachine whose Apply does not make

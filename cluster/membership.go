@@ -125,6 +125,40 @@ func (s *memberSet) list() []Member {
 	return out
 }
 
+// readyToAdd reports whether the cluster keeps a quorum of started
+// members once one more (not yet started) voting member is added: etcd's
+// strict reconfiguration check (--strict-reconfig-check, on by default).
+// A second member added to a cluster of one is allowed, as in etcd (it is
+// how a cluster restored from one member grows again).
+func (s *memberSet) readyToAdd() (started, voters int, ok bool) {
+	voters = 1 // the member being added
+	for id := range s.Members {
+		voters++
+		if s.Started[id] {
+			started++
+		}
+	}
+	if started == 1 && voters == 2 {
+		return started, voters, true
+	}
+	return started, voters, started >= voters/2+1
+}
+
+// readyToRemove reports whether the members left once id is removed hold
+// a quorum of started members (etcd's check for a member remove).
+func (s *memberSet) readyToRemove(id uint64) (started, voters int, ok bool) {
+	for mid := range s.Members {
+		if mid == id {
+			continue
+		}
+		voters++
+		if s.Started[mid] {
+			started++
+		}
+	}
+	return started, voters, started >= voters/2+1
+}
+
 // byPeerURL returns the member that has peer URL u, if any.
 func (s *memberSet) byPeerURL(u string) *Member {
 	for _, m := range s.Members {

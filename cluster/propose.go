@@ -262,7 +262,11 @@ func (n *raftNode) AddMember(ctx context.Context, peerURLs []string) (Member, er
 			return Member{}, fmt.Errorf("%w: %s is the peer URL of member %q (%x)", ErrPeerURLExists, u, m.Name, m.ID)
 		}
 	}
+	started, voters, ready := n.members.readyToAdd()
 	n.membersMu.RUnlock()
+	if !ready {
+		return Member{}, fmt.Errorf("%w: %d of the %d members would have started, a quorum needs %d; start the members added before first", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
+	}
 	reqID := n.reqID.Add(1)
 	m := Member{ID: MemberID(n.cfg.Token, peerURLs, reqID), PeerURLs: slices.Clone(peerURLs)}
 	mctx, err := json.Marshal(m)
@@ -285,9 +289,13 @@ func (n *raftNode) RemoveMember(ctx context.Context, id uint64) error {
 	}
 	n.membersMu.RLock()
 	_, ok := n.members.Members[id]
+	started, voters, ready := n.members.readyToRemove(id)
 	n.membersMu.RUnlock()
 	if !ok {
 		return fmt.Errorf("%w: %x", ErrMemberNotFound, id)
+	}
+	if !ready {
+		return fmt.Errorf("%w: %d of the %d members left would have started, a quorum needs %d", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
 	}
 	reqID := n.reqID.Add(1)
 	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeRemoveNode), NodeId: new(id)}

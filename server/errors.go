@@ -86,6 +86,8 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCCanceled
 	case errors.Is(err, cluster.ErrStopped), errors.Is(err, mvcc.ErrClosed):
 		return rpctypes.ErrGRPCStopped
+	case errors.Is(err, cluster.ErrNotEnoughStartedMembers):
+		return rpctypes.ErrGRPCMemberNotEnoughStarted
 	case errors.Is(err, cluster.ErrSingleMember):
 		return status.Error(codes.Unimplemented, "etcdserver: "+err.Error())
 	}
