@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // Checkpoint writes a consistent, openable copy of the database into dir,
@@ -67,7 +68,7 @@ func localizeWALDir(fs vfs.FS, dir string) error {
 			}
 		}
 		if changed {
-			if err := writeFileAtomic(fs, dir, name, []byte(strings.Join(lines, "\n"))); err != nil {
+			if err := fsutil.WriteFileAtomic(fs, dir, name, []byte(strings.Join(lines, "\n"))); err != nil {
 				return err
 			}
 		}
@@ -82,32 +83,4 @@ func readAll(fs vfs.FS, path string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
-}
-
-// writeFileAtomic replaces dir/name with data: temporary file, sync, rename,
-// directory sync.
-func writeFileAtomic(fs vfs.FS, dir, name string, data []byte) error {
-	final := fs.PathJoin(dir, name)
-	tmp := final + ".tmp"
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fs.Rename(tmp, final)
-	}
-	if err == nil {
-		var d vfs.File
-		if d, err = fs.OpenDir(dir); err == nil {
-			err = errors.Join(d.Sync(), d.Close())
-		}
-	}
-	return err
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/directio"
+	"github.com/stratadb/strata/internal/fsutil"
 	"github.com/stratadb/strata/internal/pebbleconf"
 	"github.com/stratadb/strata/tiering"
 	"github.com/stratadb/strata/wal"
@@ -237,7 +238,7 @@ func (db *DB) writeOptionsFile() error {
 	if db.layout != nil {
 		text += "\n# strata: level-to-path map at open (db_paths index per level, L0 first; it follows the LSM as it grows): " + db.layout.Stats().Plan.String() + "\n"
 	}
-	if err := writeFileAtomic(db.fs, db.cfg.DBPath, config.RocksDBOptionsFileName, []byte(text)); err != nil {
+	if err := fsutil.WriteFileAtomic(db.fs, db.cfg.DBPath, config.RocksDBOptionsFileName, []byte(text)); err != nil {
 		return fmt.Errorf("engine: write %s: %w", db.fs.PathJoin(db.cfg.DBPath, config.RocksDBOptionsFileName), err)
 	}
 	return nil

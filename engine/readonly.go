@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // tableDirs are the directories besides db_path where a read-only open
@@ -18,7 +19,7 @@ import (
 func tableDirs(cfg *config.Config, rec *config.Recorded) []string {
 	var dirs []string
 	add := func(d string) {
-		if d != "" && !samePath(d, cfg.DBPath) && !slices.ContainsFunc(dirs, func(x string) bool { return samePath(x, d) }) {
+		if d != "" && !fsutil.SamePath(d, cfg.DBPath) && !slices.ContainsFunc(dirs, func(x string) bool { return fsutil.SamePath(x, d) }) {
 			dirs = append(dirs, d)
 		}
 	}
@@ -49,7 +50,7 @@ func readOnlyFS(fs vfs.FS, dbPath string, dirs []string) vfs.FS {
 // resolve returns where name really is: itself, or for a table file in
 // db_path that is not there, its copy in a table directory.
 func (f *roFS) resolve(name string) string {
-	if _, err := f.FS.Stat(name); err == nil || !strings.HasSuffix(name, ".sst") || !samePath(f.FS.PathDir(name), f.dbPath) {
+	if _, err := f.FS.Stat(name); err == nil || !strings.HasSuffix(name, ".sst") || !fsutil.SamePath(f.FS.PathDir(name), f.dbPath) {
 		return name
 	}
 	base := f.FS.PathBase(name)
@@ -70,7 +71,7 @@ func (f *roFS) Stat(name string) (vfs.FileInfo, error) { return f.FS.Stat(f.reso
 
 func (f *roFS) List(dir string) ([]string, error) {
 	names, err := f.FS.List(dir)
-	if err != nil || !samePath(dir, f.dbPath) {
+	if err != nil || !fsutil.SamePath(dir, f.dbPath) {
 		return names, err
 	}
 	for _, d := range f.dirs {

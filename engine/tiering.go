@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/internal/fsutil"
 	"github.com/stratadb/strata/tiering"
 )
 
@@ -30,7 +31,7 @@ func (db *DB) tiered(fs vfs.FS, popts *pebble.Options) (vfs.FS, error) {
 	// A rewrite interrupted by a crash may have left its table in any path
 	// (rewriteTablePath); Open cleans db_path itself.
 	for _, p := range cfg.DBPaths {
-		if samePath(p.Path, cfg.DBPath) {
+		if fsutil.SamePath(p.Path, cfg.DBPath) {
 			continue
 		}
 		if err := removeLeftovers(fs, p.Path); err != nil {
