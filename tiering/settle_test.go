@@ -139,14 +139,14 @@ func TestInOrderLoadPlacedDown(t *testing.T) {
 
 // TestFullCompactionFillsFastPaths: after a full compaction everything is
 // in L6 and L0 and Lbase are empty. RocksDB's walk would still reserve
-// their room (an L0 and an Lbase of LBaseMaxBytes each), leaving the 2 MB
-// path 0 empty and most of the 3 MB path 1 too, with the data on the slow
+// their room (an L0 and an Lbase of LBaseMaxBytes each), leaving the 1 MB
+// path 0 empty and most of the 2 MB path 1 too, with the data on the slow
 // path. The plan as the LSM is gives empty levels no room, so Settle fills
 // both fast paths to within one table of their targets.
 func TestFullCompactionFillsFastPaths(t *testing.T) {
 	root := t.TempDir()
-	d := openTestDB(t, root, []Path{{"p0", 2 << 20}, {"p1", 3 << 20}, {"p2", 1 << 30}}, Options{})
-	const n = 8000
+	d := openTestDB(t, root, []Path{{"p0", 1 << 20}, {"p1", 2 << 20}, {"p2", 1 << 30}}, Options{})
+	const n = 5000
 	d.write(0, n, 5)
 	if err := d.db.Flush(); err != nil {
 		t.Fatal(err)
