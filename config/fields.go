@@ -204,6 +204,46 @@ func init() {
 	indexFields()
 }
 
+// Reasons for common RocksDB options Strata has no setting for: the
+// importer lists them as Unmapped with the reason. An option that gets a
+// row in fields leaves this list (a test checks).
+var unmappedReasons = map[string]string{
+	"max_open_files":                     "no Strata setting: Pebble's table cache keeps its default size",
+	"max_background_compactions":         "deprecated in RocksDB: max_background_jobs sets the budget",
+	"max_background_flushes":             "deprecated in RocksDB: max_background_jobs sets the budget",
+	"use_direct_writes":                  "RocksDB 4 name: use_direct_io_for_flush_and_compaction is the setting",
+	"db_log_dir":                         "Pebble writes no info LOG: Strata logs through its Logger",
+	"max_total_wal_size":                 "no Strata setting: Pebble flushes by memtable size",
+	"bytes_per_sync":                     "no Strata setting: Pebble's BytesPerSync keeps its default",
+	"wal_bytes_per_sync":                 "no Strata setting: Pebble's WALBytesPerSync keeps its default",
+	"compaction_pri":                     "Pebble picks compactions by its own score",
+	"level0_file_num_compaction_trigger": "no Strata setting: Pebble's L0CompactionThreshold keeps its default",
+	"level0_slowdown_writes_trigger":     "Pebble has no write slowdown, only a stop",
+	"level0_stop_writes_trigger":         "no Strata setting: Pebble's L0StopWritesThreshold keeps its default",
+	"max_bytes_for_level_multiplier":     "Strata keeps Pebble's level multiplier of 10",
+	"block_restart_interval":             "no Strata setting: Pebble's restart interval of 16 is used",
+	"whole_key_filtering":                "Pebble's filters are always on whole keys",
+	"format_version":                     "Pebble has its own table format versions",
+	"checksum":                           "Pebble chooses its own block checksum",
+	"merge_operator":                     "Strata has no merge operator",
+	"prefix_extractor":                   "Strata has no prefix extractor",
+	"compaction_filter":                  "Strata has no compaction filter",
+	"compaction_filter_factory":          "Strata has no compaction filter",
+	"comparator":                         "Strata orders keys bytewise; data written with another comparator cannot be read",
+	"table_factory":                      "Pebble writes block-based tables only",
+}
+
+// agreeing holds, for RocksDB options Strata has no setting for, the value
+// that says what Pebble and Strata do anyway: not worth a line.
+var agreeing = map[string]string{
+	"merge_operator":            "nullptr",
+	"prefix_extractor":          "nullptr",
+	"compaction_filter":         "nullptr",
+	"compaction_filter_factory": "nullptr",
+	"comparator":                "leveldb.BytewiseComparator",
+	"table_factory":             "BlockBasedTable",
+}
+
 // indexFields finds each row's Config field by its toml tag, orders byField
 // and fills the lookup maps. A row whose key names no field, or a simple
 // Config field without a row, is a programming error caught by every test.

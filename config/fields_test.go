@@ -196,3 +196,17 @@ func TestFixedValuesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmappedAreNotRows checks that no RocksDB option is both a row of the
+// table and listed as one Strata has no setting for.
+func TestUnmappedAreNotRows(t *testing.T) {
+	for i := range fields {
+		f := &fields[i]
+		if _, ok := unmappedReasons[f.rocksdb]; ok {
+			t.Errorf("%s is a row of the table and in unmappedReasons", f.rocksdb)
+		}
+		if _, ok := agreeing[f.rocksdb]; ok {
+			t.Errorf("%s is a row of the table and in agreeing", f.rocksdb)
+		}
+	}
+}
