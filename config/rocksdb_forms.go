@@ -64,27 +64,36 @@ var fileVersionText = &textForm{
 	},
 }
 
+// namedBool is the text form of a boolean that RocksDB writes as one of two
+// names. set, if not nil, takes the name read back over; another name is
+// Unmapped with reason.
+func namedBool(get func(*Config) bool, set func(*Config, bool), falseName, trueName, reason string) *textForm {
+	return &textForm{
+		format: func(r *Resolved) (string, bool) {
+			if get(r.Config) {
+				return trueName, true
+			}
+			return falseName, true
+		},
+		parse: func(imp *importer, f *field, value, _ string) error {
+			switch {
+			case value != falseName && value != trueName:
+				imp.skip(f.rocksdb, value, reason)
+			case set != nil:
+				set(imp.cfg, value == trueName)
+			}
+			return nil
+		},
+	}
+}
+
 // compactionStyleText is use_universal_compaction as RocksDB's
 // compaction_style.
-var compactionStyleText = &textForm{
-	format: func(r *Resolved) (string, bool) {
-		if r.Config.UseUniversalCompaction {
-			return "kCompactionStyleUniversal", true
-		}
-		return "kCompactionStyleLevel", true
-	},
-	parse: func(imp *importer, f *field, value, _ string) error {
-		switch value {
-		case "kCompactionStyleLevel":
-			imp.cfg.UseUniversalCompaction = false
-		case "kCompactionStyleUniversal":
-			imp.cfg.UseUniversalCompaction = true
-		default:
-			imp.skip(f.rocksdb, value, "Strata has leveled (and, rejected at open, universal) compaction only")
-		}
-		return nil
-	},
-}
+var compactionStyleText = namedBool(
+	func(c *Config) bool { return c.UseUniversalCompaction },
+	func(c *Config, b bool) { c.UseUniversalCompaction = b },
+	"kCompactionStyleLevel", "kCompactionStyleUniversal",
+	"Strata has leveled (and, rejected at open, universal) compaction only")
 
 // numLevelsText reads num_levels, which says how many entries of
 // compression_per_level count.
@@ -104,21 +113,12 @@ var numLevelsText = &textForm{
 
 // indexTypeText writes the index type partition_filters needs (RocksDB drops
 // partition_filters without a two-level index). Pebble switches to a
-// two-level index by itself, so either type is accepted on import.
-var indexTypeText = &textForm{
-	format: func(r *Resolved) (string, bool) {
-		if r.Config.PartitionFilters {
-			return "kTwoLevelIndexSearch", true
-		}
-		return "kBinarySearch", true
-	},
-	parse: func(imp *importer, f *field, value, _ string) error {
-		if value != "kBinarySearch" && value != "kTwoLevelIndexSearch" {
-			imp.skip(f.rocksdb, value, "Pebble has binary-search indexes only (two-level when large)")
-		}
-		return nil
-	},
-}
+// two-level index by itself, so either type is accepted on import and sets
+// nothing.
+var indexTypeText = namedBool(
+	func(c *Config) bool { return c.PartitionFilters }, nil,
+	"kBinarySearch", "kTwoLevelIndexSearch",
+	"Pebble has binary-search indexes only (two-level when large)")
 
 // filterPolicyText is bloom_bits_per_key as RocksDB's filter_policy:
 // "bloomfilter:N:false", or "nullptr" for no filter. On import

@@ -415,22 +415,21 @@ func (s *stallCounter) load() (count int64, total time.Duration, lastWhy string)
 // bgErrorCounter counts the errors of Pebble's background work and keeps
 // the last one.
 type bgErrorCounter struct {
-	mu    sync.Mutex
-	count int64
-	last  error
+	count atomic.Int64
+	last  atomic.Pointer[error]
 }
 
 func (c *bgErrorCounter) record(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.count++
-	c.last = err
+	c.last.Store(&err)
+	c.count.Add(1)
 }
 
 func (c *bgErrorCounter) load() BackgroundErrorMetrics {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return BackgroundErrorMetrics{Count: c.count, Last: c.last}
+	m := BackgroundErrorMetrics{Count: c.count.Load()}
+	if last := c.last.Load(); last != nil {
+		m.Last = *last
+	}
+	return m
 }
 
 func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
