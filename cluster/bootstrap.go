@@ -31,7 +31,7 @@ func (n *raftNode) checkRestart(meta logMeta, members *memberSet) error {
 		return fmt.Errorf("%w: member %q (%x) of cluster %x; wipe %s and add it again (member add, then start with join = true)", ErrRemoved, cfg.Name, meta.MemberID, meta.ClusterID, cfg.Dir)
 	}
 	self := cfg.self()
-	if me := members.Members[meta.MemberID]; me != nil && !sameURLs(me.PeerURLs, self.PeerURLs) {
+	if me := members.Members[meta.MemberID]; me != nil && !sameURLs(me.PeerURLs, self.PeerURLs) && !n.peersKnowURLs(meta.ClusterID, meta.MemberID, self.PeerURLs) {
 		return fmt.Errorf("cluster: members: %q has peer URLs %v in the config but %v in the cluster (%x): the cluster knows this member by its recorded URLs; fix the config, or remove and re-add the member with the new URL",
 			cfg.Name, self.PeerURLs, me.PeerURLs, meta.ClusterID)
 	}
@@ -46,6 +46,23 @@ func (n *raftNode) checkRestart(meta logMeta, members *memberSet) error {
 		}
 	}
 	return nil
+}
+
+// peersKnowURLs reports whether a running peer of the cluster lists
+// member id with urls: its peer URLs were changed (member update) while it
+// was down, after its own log recorded the old ones.
+func (n *raftNode) peersKnowURLs(clusterID, id uint64, urls []string) bool {
+	for _, v := range n.peerViews(time.Second) {
+		if v.view.ClusterID != strconv.FormatUint(clusterID, 16) {
+			continue
+		}
+		for _, m := range v.view.Members {
+			if m.ID == id && sameURLs(m.PeerURLs, urls) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkPeersNew checks, before a new cluster's member records anything,

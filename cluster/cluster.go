@@ -60,11 +60,15 @@ type Node interface {
 	ReadBarrier(ctx context.Context) error
 	// Status reports this member's view of the cluster.
 	Status() Status
-	// Members lists the members; AddMember and RemoveMember change them
-	// through the log (one change at a time).
+	// Members lists the members; AddMember, RemoveMember, PromoteMember
+	// and UpdateMember change them through the log (one change at a time).
+	// A learner (AddMember with learner) receives the log but does not
+	// vote until PromoteMember makes it a voting member, as in etcd.
 	Members() []Member
-	AddMember(ctx context.Context, peerURLs []string) (Member, error)
+	AddMember(ctx context.Context, peerURLs []string, learner bool) (Member, error)
 	RemoveMember(ctx context.Context, id uint64) error
+	PromoteMember(ctx context.Context, id uint64) error
+	UpdateMember(ctx context.Context, id uint64, peerURLs []string) error
 	// LeaderChanged is signalled (non-blocking, capacity 1) whenever this
 	// member gains or loses leadership; the server expires leases only
 	// while IsLeader, as etcd's lessor does.
@@ -108,6 +112,15 @@ var (
 	// the cluster without a quorum of started members (etcd's strict
 	// reconfiguration check, rpctypes.ErrGRPCMemberNotEnoughStarted).
 	ErrNotEnoughStartedMembers = errors.New("cluster: re-configuration failed due to not enough started members")
+	// ErrMemberNotLearner: PromoteMember of a voting member
+	// (rpctypes.ErrGRPCMemberNotLearner).
+	ErrMemberNotLearner = errors.New("cluster: can only promote a learner member")
+	// ErrLearnerNotReady: PromoteMember of a learner that has not caught
+	// up with the log (rpctypes.ErrGRPCLearnerNotReady).
+	ErrLearnerNotReady = errors.New("cluster: can only promote a learner member which is in sync with leader")
+	// ErrTooManyLearners: AddMember of a learner while the cluster has one
+	// (etcd's limit, rpctypes.ErrGRPCTooManyLearners).
+	ErrTooManyLearners = errors.New("cluster: too many learner members in cluster")
 )
 
 // StateSyncer is implemented by a StateMachine whose Apply does not make

@@ -132,9 +132,15 @@ func (n *Local) Members() []Member {
 }
 
 // AddMember fails with ErrSingleMember.
-func (n *Local) AddMember(context.Context, []string) (Member, error) {
+func (n *Local) AddMember(context.Context, []string, bool) (Member, error) {
 	return Member{}, ErrSingleMember
 }
+
+// PromoteMember fails with ErrSingleMember.
+func (n *Local) PromoteMember(context.Context, uint64) error { return ErrSingleMember }
+
+// UpdateMember fails with ErrSingleMember.
+func (n *Local) UpdateMember(context.Context, uint64, []string) error { return ErrSingleMember }
 
 // RemoveMember fails with ErrSingleMember.
 func (n *Local) RemoveMember(context.Context, uint64) error { return ErrSingleMember }

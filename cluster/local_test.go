@@ -122,7 +122,7 @@ func TestLocalStateMachineFailureStopsProposals(t *testing.T) {
 	if _, err := n.Propose(ctx, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Propose with a done context = %v", err)
 	}
-	if _, err := n.AddMember(context.Background(), nil); !errors.Is(err, ErrSingleMember) {
+	if _, err := n.AddMember(context.Background(), nil, false); !errors.Is(err, ErrSingleMember) {
 		t.Errorf("AddMember = %v", err)
 	}
 	select {

@@ -126,37 +126,69 @@ func (s *memberSet) list() []Member {
 }
 
 // readyToAdd reports whether the cluster keeps a quorum of started
-// members once one more (not yet started) voting member is added: etcd's
-// strict reconfiguration check (--strict-reconfig-check, on by default).
-// A second member added to a cluster of one is allowed, as in etcd (it is
-// how a cluster restored from one member grows again).
+// voting members once one more (not yet started) voting member is added:
+// etcd's strict reconfiguration check (--strict-reconfig-check, on by
+// default). A second member added to a cluster of one is allowed, as in
+// etcd (it is how a cluster restored from one member grows again).
 func (s *memberSet) readyToAdd() (started, voters int, ok bool) {
-	voters = 1 // the member being added
-	for id := range s.Members {
-		voters++
-		if s.Started[id] {
-			started++
-		}
-	}
+	started, voters = s.startedVoters(0)
+	voters++ // the member being added
 	if started == 1 && voters == 2 {
 		return started, voters, true
 	}
 	return started, voters, started >= voters/2+1
 }
 
-// readyToRemove reports whether the members left once id is removed hold
-// a quorum of started members (etcd's check for a member remove).
+// readyToRemove reports whether the voting members left once id is
+// removed hold a quorum of started members (etcd's check for a remove).
 func (s *memberSet) readyToRemove(id uint64) (started, voters int, ok bool) {
-	for mid := range s.Members {
-		if mid == id {
+	started, voters = s.startedVoters(id)
+	return started, voters, started >= voters/2+1
+}
+
+// readyToPromote reports whether the voting members, with the learner
+// promoted (and counted as started), hold a quorum of started members.
+func (s *memberSet) readyToPromote() (started, voters int, ok bool) {
+	started, voters = s.startedVoters(0)
+	started, voters = started+1, voters+1
+	return started, voters, started >= voters/2+1
+}
+
+// startedVoters counts the voting members but except, and the started
+// ones among them.
+func (s *memberSet) startedVoters(except uint64) (started, voters int) {
+	for id, m := range s.Members {
+		if id == except || m.IsLearner {
 			continue
 		}
 		voters++
-		if s.Started[mid] {
+		if s.Started[id] {
 			started++
 		}
 	}
-	return started, voters, started >= voters/2+1
+	return started, voters
+}
+
+// learners counts the learner members.
+func (s *memberSet) learners() int {
+	n := 0
+	for _, m := range s.Members {
+		if m.IsLearner {
+			n++
+		}
+	}
+	return n
+}
+
+// checkPeerURLsFree returns ErrPeerURLExists if a member other than id
+// has one of urls.
+func (s *memberSet) checkPeerURLsFree(id uint64, urls []string) error {
+	for _, u := range urls {
+		if m := s.byPeerURL(u); m != nil && m.ID != id {
+			return fmt.Errorf("%w: %s is the peer URL of member %q (%x)", ErrPeerURLExists, u, m.Name, m.ID)
+		}
+	}
+	return nil
 }
 
 // byPeerURL returns the member that has peer URL u, if any.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -237,16 +238,12 @@ func (n *raftNode) isRemoved(id uint64) bool {
 	return n.members.Removed[id]
 }
 
-// AddMember implements Node: the new member is a voter once the change
-// applies; start it with Join (join = true) and the same member list.
-func (n *raftNode) AddMember(ctx context.Context, peerURLs []string) (Member, error) {
-	if len(peerURLs) == 0 {
-		return Member{}, fmt.Errorf("cluster: add member: no peer URLs given")
-	}
-	for _, u := range peerURLs {
-		if err := checkPeerURL(u); err != nil {
-			return Member{}, fmt.Errorf("cluster: add member: peer URL %q: %v", u, err)
-		}
+// AddMember implements Node: the new member is a voter (or, with learner,
+// a learner) once the change applies; start it with Join (join = true) and
+// the same member list.
+func (n *raftNode) AddMember(ctx context.Context, peerURLs []string, learner bool) (Member, error) {
+	if err := checkPeerURLs("add member", peerURLs); err != nil {
+		return Member{}, err
 	}
 	n.confMu.Lock()
 	defer n.confMu.Unlock()
@@ -256,28 +253,150 @@ func (n *raftNode) AddMember(ctx context.Context, peerURLs []string) (Member, er
 		return Member{}, err
 	}
 	n.membersMu.RLock()
-	for _, u := range peerURLs {
-		if m := n.members.byPeerURL(u); m != nil {
-			n.membersMu.RUnlock()
-			return Member{}, fmt.Errorf("%w: %s is the peer URL of member %q (%x)", ErrPeerURLExists, u, m.Name, m.ID)
-		}
-	}
+	err := n.members.checkPeerURLsFree(0, peerURLs)
 	started, voters, ready := n.members.readyToAdd()
+	learners := n.members.learners()
 	n.membersMu.RUnlock()
-	if !ready {
-		return Member{}, fmt.Errorf("%w: %d of the %d members would have started, a quorum needs %d; start the members added before first", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
+	if err != nil {
+		return Member{}, err
+	}
+	if learner && learners >= maxLearners {
+		return Member{}, fmt.Errorf("%w: %d learner (at most %d): promote or remove it first", ErrTooManyLearners, learners, maxLearners)
+	}
+	if !learner && !ready {
+		return Member{}, fmt.Errorf("%w: %d of the %d voting members would have started, a quorum needs %d; start the members added before first", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
 	}
 	reqID := n.reqID.Add(1)
-	m := Member{ID: MemberID(n.cfg.Token, peerURLs, reqID), PeerURLs: slices.Clone(peerURLs)}
+	m := Member{ID: MemberID(n.cfg.Token, peerURLs, reqID), PeerURLs: slices.Clone(peerURLs), IsLearner: learner}
 	mctx, err := json.Marshal(m)
 	if err != nil {
 		return Member{}, err
 	}
-	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeAddNode), NodeId: new(m.ID), Context: mctx}
+	typ := pb.ConfChangeAddNode
+	if learner {
+		typ = pb.ConfChangeAddLearnerNode
+	}
+	cc := &pb.ConfChange{Id: new(reqID), Type: new(typ), NodeId: new(m.ID), Context: mctx}
 	if err := n.proposeConfChange(ctx, reqID, cc); err != nil {
 		return Member{}, err
 	}
 	return m, nil
+}
+
+// maxLearners is how many learners a cluster may have at once (etcd's
+// --max-learners default).
+const maxLearners = 1
+
+// learnerReadyPercent is how far a learner must have applied, as a share
+// of this member's applied index, to be promoted (etcd's readyPercent).
+const learnerReadyPercent = 90
+
+func checkPeerURLs(what string, peerURLs []string) error {
+	if len(peerURLs) == 0 {
+		return fmt.Errorf("cluster: %s: no peer URLs given", what)
+	}
+	for _, u := range peerURLs {
+		if err := checkPeerURL(u); err != nil {
+			return fmt.Errorf("cluster: %s: peer URL %q: %v", what, u, err)
+		}
+	}
+	return nil
+}
+
+// PromoteMember implements Node: a learner that has caught up (applied
+// at least 90% of what this member has, asked over its peer URL) becomes
+// a voting member, if the voting members then keep a quorum of started
+// members.
+func (n *raftNode) PromoteMember(ctx context.Context, id uint64) error {
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	if err := n.ReadBarrier(ctx); err != nil {
+		return err
+	}
+	n.membersMu.RLock()
+	old, ok := n.members.Members[id]
+	var m Member
+	if ok {
+		m = *old
+	}
+	started, voters, ready := n.members.readyToPromote()
+	n.membersMu.RUnlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %x", ErrMemberNotFound, id)
+	case !m.IsLearner:
+		return fmt.Errorf("%w: %x is a voting member", ErrMemberNotLearner, id)
+	case !ready:
+		return fmt.Errorf("%w: %d of the %d voting members would have started, a quorum needs %d", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
+	}
+	if err := n.learnerReady(m); err != nil {
+		return err
+	}
+	m.IsLearner = false
+	mctx, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	reqID := n.reqID.Add(1)
+	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeAddNode), NodeId: new(id), Context: mctx}
+	return n.proposeConfChange(ctx, reqID, cc)
+}
+
+// learnerReady asks the learner over its peer URLs how far it has applied.
+func (n *raftNode) learnerReady(m Member) error {
+	want := n.applied.Load() * learnerReadyPercent / 100
+	var last error
+	for _, u := range m.PeerURLs {
+		v, err := n.fetchView(u, n.cfg.RequestTimeout/2)
+		if err != nil {
+			last = err
+			continue
+		}
+		if v.MemberID != strconv.FormatUint(m.ID, 16) {
+			last = fmt.Errorf("%s answers as member %s", u, v.MemberID)
+			continue
+		}
+		if v.Applied < want {
+			return fmt.Errorf("%w: learner %x has applied %d entries, %d%% of this member's %d is needed", ErrLearnerNotReady, m.ID, v.Applied, learnerReadyPercent, n.applied.Load())
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: learner %x cannot be asked how far it has applied: %v", ErrLearnerNotReady, m.ID, last)
+}
+
+// UpdateMember implements Node: the member's peer URLs are replaced (its
+// name, client URLs and role stay), as etcdctl member update does.
+func (n *raftNode) UpdateMember(ctx context.Context, id uint64, peerURLs []string) error {
+	if err := checkPeerURLs("update member", peerURLs); err != nil {
+		return err
+	}
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	if err := n.ReadBarrier(ctx); err != nil {
+		return err
+	}
+	n.membersMu.RLock()
+	old, ok := n.members.Members[id]
+	var m Member
+	if ok {
+		m = *old
+	}
+	err := n.members.checkPeerURLsFree(id, peerURLs)
+	n.membersMu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: %x", ErrMemberNotFound, id)
+	}
+	if err != nil {
+		return err
+	}
+	m.PeerURLs = slices.Clone(peerURLs)
+	mctx, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	reqID := n.reqID.Add(1)
+	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeUpdateNode), NodeId: new(id), Context: mctx}
+	return n.proposeConfChange(ctx, reqID, cc)
 }
 
 // RemoveMember implements Node.
@@ -288,14 +407,14 @@ func (n *raftNode) RemoveMember(ctx context.Context, id uint64) error {
 		return err
 	}
 	n.membersMu.RLock()
-	_, ok := n.members.Members[id]
+	rm, ok := n.members.Members[id]
 	started, voters, ready := n.members.readyToRemove(id)
 	n.membersMu.RUnlock()
 	if !ok {
 		return fmt.Errorf("%w: %x", ErrMemberNotFound, id)
 	}
-	if !ready {
-		return fmt.Errorf("%w: %d of the %d members left would have started, a quorum needs %d", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
+	if !ready && !rm.IsLearner {
+		return fmt.Errorf("%w: %d of the %d voting members left would have started, a quorum needs %d", ErrNotEnoughStartedMembers, started, voters, voters/2+1)
 	}
 	reqID := n.reqID.Add(1)
 	cc := &pb.ConfChange{Id: new(reqID), Type: new(pb.ConfChangeRemoveNode), NodeId: new(id)}

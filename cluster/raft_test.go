@@ -439,13 +439,13 @@ func TestRaftAddRemoveMember(t *testing.T) {
 	}
 	url := "http://" + freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	m, err := c.nodes[1].AddMember(ctx, []string{url})
+	m, err := c.nodes[1].AddMember(ctx, []string{url}, false)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-	_, err = c.nodes[0].AddMember(ctx, []string{url})
+	_, err = c.nodes[0].AddMember(ctx, []string{url}, false)
 	cancel()
 	if !errors.Is(err, ErrPeerURLExists) {
 		t.Fatalf("adding the same peer URL again: %v, want ErrPeerURLExists", err)

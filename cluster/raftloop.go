@@ -448,14 +448,24 @@ func (n *raftNode) applyConfChange(idx uint64, data []byte) error {
 			}
 		}
 		m.ID = id
+		switch cc.GetType() {
+		case pb.ConfChangeAddLearnerNode:
+			m.IsLearner = true
+		case pb.ConfChangeAddNode:
+			m.IsLearner = false // added as a voter, or a learner promoted
+		}
 		err = n.updateMembers(idx, func(s *memberSet) {
-			if old := s.Members[id]; old != nil && m.Name == "" {
+			old := s.Members[id]
+			if old != nil && m.Name == "" {
 				m.Name, m.ClientURLs = old.Name, old.ClientURLs
+			}
+			if old != nil && cc.GetType() == pb.ConfChangeUpdateNode {
+				m.IsLearner = old.IsLearner
 			}
 			s.Members[id] = &m
 		})
 		if err == nil {
-			n.logf("member %x (%v) added at index %d", id, m.PeerURLs, idx)
+			n.logf("member %x (%v, learner %v) %v at index %d", id, m.PeerURLs, m.IsLearner, cc.GetType(), idx)
 		}
 	case pb.ConfChangeRemoveNode:
 		err = n.updateMembers(idx, func(s *memberSet) {

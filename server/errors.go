@@ -88,6 +88,16 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, cluster.ErrNotEnoughStartedMembers):
 		return rpctypes.ErrGRPCMemberNotEnoughStarted
+	case errors.Is(err, cluster.ErrMemberNotLearner):
+		return rpctypes.ErrGRPCMemberNotLearner
+	case errors.Is(err, cluster.ErrLearnerNotReady):
+		return rpctypes.ErrGRPCLearnerNotReady
+	case errors.Is(err, cluster.ErrTooManyLearners):
+		return rpctypes.ErrGRPCTooManyLearners
+	case errors.Is(err, cluster.ErrMemberNotFound):
+		return rpctypes.ErrGRPCMemberNotFound
+	case errors.Is(err, cluster.ErrPeerURLExists):
+		return rpctypes.ErrGRPCPeerURLExist
 	case errors.Is(err, cluster.ErrSingleMember):
 		return status.Error(codes.Unimplemented, "etcdserver: "+err.Error())
 	}

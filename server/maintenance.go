@@ -69,16 +69,29 @@ func (c *clusterServer) MemberList(ctx context.Context, r *pb.MemberListRequest)
 }
 
 func (c *clusterServer) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
-	if r.IsLearner {
-		return nil, toGRPC(unsupported("learner members"))
-	}
-	m, err := c.s.node.AddMember(ctx, r.PeerURLs)
+	m, err := c.s.node.AddMember(ctx, r.PeerURLs, r.IsLearner)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	return &pb.MemberAddResponse{Header: c.s.fill(nil),
-		Member:  &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs},
+		Member:  &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner},
 		Members: toPBMembers(c.s)}, nil
+}
+
+// MemberPromote makes a learner that has caught up a voting member.
+func (c *clusterServer) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	if err := c.s.node.PromoteMember(ctx, r.ID); err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.MemberPromoteResponse{Header: c.s.fill(nil), Members: toPBMembers(c.s)}, nil
+}
+
+// MemberUpdate replaces a member's peer URLs.
+func (c *clusterServer) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	if err := c.s.node.UpdateMember(ctx, r.ID, r.PeerURLs); err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.MemberUpdateResponse{Header: c.s.fill(nil), Members: toPBMembers(c.s)}, nil
 }
 
 func (c *clusterServer) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
