@@ -282,16 +282,6 @@ func indexFields() {
 	}
 }
 
-// fieldByKey returns the row of a file key, or nil.
-func fieldByKey(key string) *field {
-	for _, f := range byField {
-		if f.key == key {
-			return f
-		}
-	}
-	return nil
-}
-
 // value returns the Config field of the row.
 func (f *field) value(c *Config) reflect.Value {
 	return reflect.ValueOf(c).Elem().FieldByIndex(f.index)

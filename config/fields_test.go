@@ -210,3 +210,13 @@ func TestUnmappedAreNotRows(t *testing.T) {
 		}
 	}
 }
+
+// fieldByKey returns the row of a file key, or nil.
+func fieldByKey(key string) *field {
+	for _, f := range byField {
+		if f.key == key {
+			return f
+		}
+	}
+	return nil
+}
