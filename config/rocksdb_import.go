@@ -40,27 +40,21 @@ func (u Unmapped) String() string {
 
 // ImportRocksDBOptions reads a RocksDB OPTIONS file (RocksDB's INI format:
 // [Section "argument"] headers, key=value statements, # comments, also at
-// the end of a line, values escaped with \: \# \\ \n \r; see ini.go) and returns Default()
-// with every setting the file has a Strata equivalent for laid over it,
-// together with the settings it did not take over.
+// the end of a line, values escaped with \: \# \\ \n \r; see ini.go) and
+// returns Default() with every setting the file has a Strata equivalent for
+// laid over it, together with the settings it did not take over.
 //
-// Mapped are, from [DBOptions]: wal_dir, use_direct_reads,
-// use_direct_io_for_flush_and_compaction, max_background_jobs; from
-// [CFOptions "default"]: write_buffer_size, max_write_buffer_number,
-// min_write_buffer_number_to_merge, compaction_style,
-// level_compaction_dynamic_level_bytes, target_file_size_base,
-// max_bytes_for_level_base, optimize_filters_for_hits, compression,
-// bottommost_compression,
-// compression_per_level and the level in compression_opts and
-// bottommost_compression_opts; from [TableOptions/BlockBasedTable
-// "default"]: block_size, cache_index_and_filter_blocks,
-// pin_l0_filter_and_index_blocks_in_cache, partition_filters and
-// filter_policy (bloomfilter:N). Sizes in bytes become MB; a size that is not
-// a whole number of MB is rounded up and listed as Unmapped. Values that
-// agree with what Strata does anyway (create_if_missing=true, num_levels=7,
-// target_file_size_multiplier=1, index_type, ...) are accepted silently;
-// everything else, including codecs Pebble cannot store (kZlibCompression),
-// other column families and unknown keys, is listed as Unmapped and leaves
+// Mapped are the options of the table of fields (fields.go; the "In
+// OPTIONS-rocksdb" column of docs/config.md), in the four sections
+// RocksDBOptions writes, and the codec options compression,
+// bottommost_compression, compression_per_level and the level in
+// compression_opts and bottommost_compression_opts. Sizes in bytes become
+// MB; a size that is not a whole number of MB is rounded up and listed as
+// Unmapped. Values that agree with what Strata does anyway
+// (create_if_missing=true, num_levels=7, target_file_size_multiplier=1,
+// index_type, ...) are accepted silently; everything else, including codecs
+// Pebble cannot store (kZlibCompression), other column families and unknown
+// keys, is listed as Unmapped and leaves
 // the default in place. As RocksDB does, a bottommost_compression of
 // kDisableCompressionOption means the bottommost level keeps the codec of
 // compression_per_level or compression.
