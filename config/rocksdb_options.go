@@ -27,11 +27,11 @@ const strataPrefix = "strata:"
 // [CFOptions "default"] and [TableOptions/BlockBasedTable "default"], with
 // sizes in bytes. A header of comments gives the requested and the
 // effective codec of each level, and each Note as "# not applicable: key =
-// value: reason" (codec notes are covered by the codec lines). Settings
-// RocksDB does not keep in its OPTIONS file (db_path, db_paths,
-// wal_failover_dir, zstd_level, enable_wal, sync, the block cache, the
-// codec names as written) are "# strata: key=value" comments, which
-// RocksDB's own parser skips. Values of RocksDB keys are escaped as RocksDB
+// value: reason" (codec notes are covered by the codec lines). Then come
+// the rows of the table of fields, in order (fields.go); settings RocksDB
+// does not keep in its OPTIONS file (db_path, db_paths, zstd_level, sync,
+// the block cache, the codec names as written, ...) are "# strata:
+// key=value" comments, which RocksDB's own parser skips. Values of RocksDB keys are escaped as RocksDB
 // escapes them (\: \# \\ \n \r).
 //
 // c should be valid; an invalid codec name is written in a comment and
