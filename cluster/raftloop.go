@@ -172,7 +172,9 @@ func (n *raftNode) appendLoop() {
 			}
 		}
 		if err := n.persist(batch); err != nil {
-			n.fail(err)
+			if !errors.Is(err, ErrStopped) { // Stop, not a failure
+				n.fail(err)
+			}
 			return
 		}
 	}
