@@ -205,10 +205,11 @@ func Place(levelTargets [NumLevels]uint64, baseLevel int, pathTargets []uint64, 
 }
 
 // Compute makes the plan for the LSM as it is, with levels currently
-// holding sizes bytes: each level that holds data takes its target size
-// (LevelTargets) of the paths' room, a level that holds nothing takes none
-// (it is still given the path where the walk stands, for its first
-// tables). RocksDB's walk reserves room for every level, so after a full
+// holding sizes bytes: each level below L0 that holds data takes its target
+// size (LevelTargets) of the paths' room, L0 what it holds up to its
+// estimate (a few flushes, or the small table of a range-key touch, are
+// not a whole Lbase's worth), and a level that holds nothing takes none (it
+// is still given the path where the walk stands, for its first tables). RocksDB's walk reserves room for every level, so after a full
 // compaction (everything in the bottom level) the room kept for an empty
 // L0 and Lbase would leave a fast path empty while the bottom level sits
 // on a slower one; RocksDB documents db_paths as filling each path close
@@ -222,6 +223,7 @@ func Compute(sizes [NumLevels]uint64, shape LevelShape, pathTargets []uint64) Pl
 			targets[level] = 0
 		}
 	}
+	targets[0] = min(targets[0], sizes[0])
 	return placeFor(targets, base, shape, pathTargets)
 }
 
