@@ -186,13 +186,15 @@ func TestFixedValuesRoundTrip(t *testing.T) {
 		if _, unmapped := importString(t, file); len(unmapped) != 0 {
 			t.Errorf("%s=%s: unmapped %v, want none", f.rocksdb, f.fixed, unmapped)
 		}
-		other := "2"
+		others := []string{"2"}
 		if f.fixed == "true" {
-			other = "false"
+			others = []string{"false", "0", "maybe"}
 		}
-		_, unmapped := importString(t, "["+f.section+"]\n"+f.rocksdb+"="+other+"\n")
-		if len(unmapped) != 1 || unmapped[0].Reason != f.reason {
-			t.Errorf("%s=%s: unmapped %v, want one with reason %q", f.rocksdb, other, unmapped, f.reason)
+		for _, other := range others {
+			_, unmapped := importString(t, "["+f.section+"]\n"+f.rocksdb+"="+other+"\n")
+			if len(unmapped) != 1 || unmapped[0].Reason != f.reason {
+				t.Errorf("%s=%s: unmapped %v, want one with reason %q", f.rocksdb, other, unmapped, f.reason)
+			}
 		}
 	}
 }

@@ -185,15 +185,14 @@ func (imp *importer) visitComment(text string) error {
 }
 
 // fixedValue checks a value of an option Strata writes with a fixed value:
-// another value is Unmapped with the row's reason.
+// another value, or one that is not a boolean where the option is one, is
+// Unmapped with the row's reason (the option has no Strata field, so its
+// type is not an error).
 func (imp *importer) fixedValue(f *field, value string) error {
 	same := value == f.fixed
 	if f.fixed == "true" || f.fixed == "false" {
 		got, err := parseBool(f.rocksdb, value)
-		if err != nil {
-			return err
-		}
-		same = strconv.FormatBool(got) == f.fixed
+		same = err == nil && strconv.FormatBool(got) == f.fixed
 	}
 	if !same && f.reason != "" {
 		imp.skip(f.rocksdb, value, f.reason)
