@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -221,4 +222,49 @@ func fieldByKey(key string) *field {
 		}
 	}
 	return nil
+}
+
+// TestDocsServerTableMatches holds docs/config.md's [server] table to
+// ServerConfig: every key once, none that does not exist, each with
+// defaultServer()'s value. (The [server] and [cluster] sections keep their
+// hand-written rules; this keeps at least their documentation exact.)
+func TestDocsServerTableMatches(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "| `server.") {
+			continue
+		}
+		cells := strings.Split(line, " | ")
+		for _, k := range strings.Split(strings.TrimPrefix(cells[0], "| "), ", ") {
+			key := strings.TrimPrefix(strings.Trim(k, "`"), "server.")
+			if _, dup := documented[key]; dup {
+				t.Errorf("docs/config.md: server.%s documented twice", key)
+			}
+			documented[key] = firstCode(cells[1])
+		}
+	}
+	def := reflect.ValueOf(defaultServer())
+	rt := def.Type()
+	for i := range rt.NumField() {
+		key := rt.Field(i).Tag.Get("toml")
+		want := fmt.Sprint(def.Field(i).Interface())
+		if want == "" {
+			want = `""`
+		}
+		got, ok := documented[key]
+		switch {
+		case !ok:
+			t.Errorf("docs/config.md has no row for server.%s", key)
+		case got != want:
+			t.Errorf("docs/config.md: server.%s default %q, defaultServer() has %q", key, got, want)
+		}
+		delete(documented, key)
+	}
+	for key := range documented {
+		t.Errorf("docs/config.md documents server.%s, which ServerConfig does not have", key)
+	}
 }
