@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // TieringRecordFileName is the file in db_path where the tiered layout
@@ -85,17 +87,13 @@ func parseTieringRecord(text, dir string) []string {
 		key, value, ok := strings.Cut(line, " ")
 		switch {
 		case !ok || strings.HasPrefix(line, "#"):
-		case key == "db_path" && !sameDir(value, dir):
+		case key == "db_path" && !fsutil.SamePath(value, dir):
 			return nil
 		case key == "path":
 			dirs = append(dirs, value)
 		}
 	}
 	return dirs
-}
-
-func sameDir(a, b string) bool {
-	return absPath(a) == absPath(b)
 }
 
 // RecordedConfig returns the configuration to open the database in dir
