@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/stratadb/strata/compression"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // maxTargetSizeBytes bounds db_paths[i].target_size_bytes: 8 EiB, the largest
@@ -116,7 +116,7 @@ func (v *validator) walFailoverDir(c *Config, _ *field) {
 	if walDir == "" {
 		walDir, walKey = c.DBPath, "db_path (where the WAL lives when wal_dir is empty)"
 	}
-	if walDir != "" && absPath(walDir) == absPath(c.WALFailoverDir) {
+	if walDir != "" && fsutil.SamePath(walDir, c.WALFailoverDir) {
 		v.add("wal_failover_dir", c.WALFailoverDir, "must be another directory than "+walKey)
 	}
 }
@@ -131,7 +131,7 @@ func (v *validator) dbPaths(c *Config, _ *field) {
 		if strings.TrimSpace(p.Path) == "" {
 			v.add(fmt.Sprintf("db_paths[%d].path", i), p.Path, "must not be empty")
 		} else {
-			abs[i] = absPath(p.Path)
+			abs[i] = fsutil.Abs(p.Path)
 		}
 		if p.TargetSizeBytes == 0 || p.TargetSizeBytes > maxTargetSizeBytes {
 			v.add(fmt.Sprintf("db_paths[%d].target_size_bytes", i), p.TargetSizeBytes,
@@ -150,9 +150,9 @@ func (v *validator) dbPaths(c *Config, _ *field) {
 			switch {
 			case abs[i] == abs[j]:
 				rule = "is the same directory as db_paths[%d].path (%q): entries must be distinct"
-			case within(abs[i], abs[j]):
+			case fsutil.Contains(abs[i], abs[j]):
 				rule = "lies inside db_paths[%d].path (%q): entries must not nest"
-			case within(abs[j], abs[i]):
+			case fsutil.Contains(abs[j], abs[i]):
 				rule = "contains db_paths[%d].path (%q): entries must not nest"
 			default:
 				continue
@@ -161,22 +161,4 @@ func (v *validator) dbPaths(c *Config, _ *field) {
 			break
 		}
 	}
-}
-
-// absPath returns the cleaned absolute form of p, or its cleaned form when
-// the working directory is unknown.
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return filepath.Clean(p)
-}
-
-// within reports whether the cleaned path inner lies strictly below outer.
-func within(outer, inner string) bool {
-	prefix := outer
-	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
-		prefix += string(filepath.Separator)
-	}
-	return strings.HasPrefix(inner, prefix)
 }
