@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // tieredFS is the vfs.FS given to Pebble. Names of table and blob files
@@ -560,7 +561,7 @@ func (d *multiDir) Sync() error {
 		if d.l.canon(loc.dir) == d.l.dbDirKey || !d.l.dirty[i].Swap(false) {
 			continue
 		}
-		if serr := syncDirOf(d.l.base, loc.dir); serr != nil {
+		if serr := fsutil.SyncDir(d.l.base, loc.dir); serr != nil {
 			d.l.dirty[i].Store(true)
 			if err == nil {
 				err = serr
