@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // Path is one entry of db_paths: a directory for table files and the number
@@ -442,22 +443,14 @@ func validate(paths []Path, canon func(string) string) error {
 			switch {
 			case a == b:
 				errs = append(errs, &PathError{i, paths[i].Dir, fmt.Errorf("%w: same directory as db_paths[%d].path = %q", ErrDuplicate, j, paths[j].Dir)})
-			case within(b, a):
+			case fsutil.Contains(a, b):
 				errs = append(errs, &PathError{i, paths[i].Dir, fmt.Errorf("%w: inside db_paths[%d].path = %q", ErrNested, j, paths[j].Dir)})
-			case within(a, b):
+			case fsutil.Contains(b, a):
 				errs = append(errs, &PathError{i, paths[i].Dir, fmt.Errorf("%w: contains db_paths[%d].path = %q", ErrNested, j, paths[j].Dir)})
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// within reports whether dir is strictly inside parent.
-func within(dir, parent string) bool {
-	if parent == string(filepath.Separator) {
-		return dir != parent
-	}
-	return strings.HasPrefix(dir, parent+string(filepath.Separator))
 }
 
 // prepareDirs creates missing paths and checks each is writable.
@@ -660,43 +653,14 @@ func (l *Layout) writePathsFile() error {
 		}
 		fmt.Fprintf(&b, "path %s\n", l.canon(loc.dir))
 	}
-	tmp := l.base.PathJoin(l.dbDir, pathsFile+".tmp")
-	f, err := l.base.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return fmt.Errorf("tiering: write %s: %w", pathsFile, err)
-	}
-	if _, err = f.Write([]byte(b.String())); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = l.base.Rename(tmp, l.base.PathJoin(l.dbDir, pathsFile))
-	}
-	if err == nil {
-		err = syncDirOf(l.base, l.dbDir)
-	}
-	if err != nil {
+	if err := fsutil.WriteFileAtomic(l.base, l.dbDir, pathsFile, []byte(b.String())); err != nil {
 		return fmt.Errorf("tiering: write %s: %w", pathsFile, err)
 	}
 	return nil
 }
 
-func syncDirOf(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 func (l *Layout) syncDir(loc int) error {
-	if err := syncDirOf(l.base, l.locs[loc].dir); err != nil {
+	if err := fsutil.SyncDir(l.base, l.locs[loc].dir); err != nil {
 		return fmt.Errorf("tiering: sync directory %q: %w", l.locs[loc].dir, err)
 	}
 	return nil
