@@ -14,12 +14,12 @@ package wal
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	pebblewal "github.com/cockroachdb/pebble/v2/wal"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
 // Placement says where the WAL lives.
@@ -86,12 +86,10 @@ func (p Placement) Apply(opts *pebble.Options, fs vfs.FS) error {
 	return nil
 }
 
+// clean returns dir's absolute form (fsutil.Abs), and "" for no directory.
 func clean(dir string) string {
 	if dir == "" {
 		return ""
 	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		return abs
-	}
-	return filepath.Clean(dir)
+	return fsutil.Abs(dir)
 }
