@@ -1,10 +1,8 @@
 package admin
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/spf13/cobra"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 )
 
@@ -18,18 +16,8 @@ carries compression_bottommost (RocksDB's CompactRange with
 bottommost_level_compaction = kForce). It prints the elapsed time.`,
 		Example: `  strata --config strata.toml compact`,
 		Args:    cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			db, err := g.open(g.logger(cmd), mustExist)
-			if err != nil {
-				return err
-			}
-			defer closeDB(db, &err)
-			began := time.Now()
-			if err := db.CompactAll(); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "compacted in %s\n", formatElapsed(time.Since(began)))
-			return err
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.timed(cmd, "compacted", (*engine.DB).CompactAll)
 		},
 	}
 }

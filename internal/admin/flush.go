@@ -1,10 +1,8 @@
 package admin
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/spf13/cobra"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 )
 
@@ -15,18 +13,8 @@ func newFlushCommand(g *globalOptions) *cobra.Command {
 		Long:    "flush writes the memtable to an L0 table, waits for it and prints the elapsed time.",
 		Example: `  strata --config strata.toml flush`,
 		Args:    cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			db, err := g.open(g.logger(cmd), mustExist)
-			if err != nil {
-				return err
-			}
-			defer closeDB(db, &err)
-			began := time.Now()
-			if err := db.Flush(); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "flushed in %s\n", formatElapsed(time.Since(began)))
-			return err
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.timed(cmd, "flushed", (*engine.DB).Flush)
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -130,6 +131,22 @@ func (o *globalOptions) open(log engine.Logger, mode openMode) (*engine.DB, erro
 		}
 	}
 	return engine.Open(cfg, engine.Options{Logger: log, ReadOnly: mode == readOnly})
+}
+
+// timed opens the existing database, runs op on it and prints "DONE in
+// ELAPSED", the time op took: flush and compact.
+func (o *globalOptions) timed(cmd *cobra.Command, done string, op func(*engine.DB) error) (err error) {
+	db, err := o.open(o.logger(cmd), mustExist)
+	if err != nil {
+		return err
+	}
+	defer closeDB(db, &err)
+	began := time.Now()
+	if err := op(db); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s in %s\n", done, formatElapsed(time.Since(began)))
+	return err
 }
 
 // logger returns the logger of --verbose, writing to the command's stderr,
