@@ -11,30 +11,29 @@ type deleteOptions struct {
 	key    string
 }
 
-// Validate rejects an empty key, as put does.
-func (o *deleteOptions) Validate(cmd *cobra.Command) error {
+// Validate takes the arguments and rejects an empty key, as put does.
+func (o *deleteOptions) Validate(cmd *cobra.Command, args []string) error {
+	o.key = args[0]
 	return cli.NonEmpty(cmd, "KEY", o.key)
 }
 
 func newDeleteCommand(g *globalOptions) *cobra.Command {
 	o := &deleteOptions{global: g}
-	return &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:     "delete KEY",
 		Short:   "Delete KEY",
 		Long:    "delete removes KEY. Deleting an absent key is not an error.",
 		Example: `  strata --db ./data delete user:1`,
 		Args:    cli.Args("KEY"),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			o.key = args[0]
-			if err := o.Validate(cmd); err != nil {
-				return err
-			}
-			db, err := o.global.open(o.global.logger(cmd), mustExist)
-			if err != nil {
-				return err
-			}
-			defer closeDB(db, &err)
-			return db.Delete([]byte(o.key))
-		},
+	}, nil, o.Validate, o.run)
+}
+
+// run deletes the key.
+func (o *deleteOptions) run(cmd *cobra.Command, _ []string) (err error) {
+	db, err := o.global.open(o.global.logger(cmd), mustExist)
+	if err != nil {
+		return err
 	}
+	defer closeDB(db, &err)
+	return db.Delete([]byte(o.key))
 }

@@ -27,14 +27,15 @@ type getOptions struct {
 	key    string
 }
 
-// Validate rejects an empty key, as put does.
-func (o *getOptions) Validate(cmd *cobra.Command) error {
+// Validate takes the arguments and rejects an empty key, as put does.
+func (o *getOptions) Validate(cmd *cobra.Command, args []string) error {
+	o.key = args[0]
 	return cli.NonEmpty(cmd, "KEY", o.key)
 }
 
 func newGetCommand(g *globalOptions) *cobra.Command {
 	o := &getOptions{global: g}
-	return &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "get KEY",
 		Short: "Print the value of KEY",
 		Long: `get prints the value of KEY and a newline. For an absent key it prints
@@ -42,25 +43,23 @@ nothing on stdout, reports 'key "KEY" not found' and exits with status 1.`,
 		Example: `  strata --db ./data get user:1
   strata --config strata.toml get entity:00000042`,
 		Args: cli.Args("KEY"),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			o.key = args[0]
-			if err := o.Validate(cmd); err != nil {
-				return err
-			}
-			db, err := o.global.open(o.global.logger(cmd), readOnly)
-			if err != nil {
-				return err
-			}
-			defer closeDB(db, &err)
-			v, err := db.Get([]byte(o.key))
-			if errors.Is(err, engine.ErrNotFound) {
-				return &NotFoundError{Key: o.key}
-			}
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", v)
-			return err
-		},
+	}, nil, o.Validate, o.run)
+}
+
+// run prints the value.
+func (o *getOptions) run(cmd *cobra.Command, _ []string) (err error) {
+	db, err := o.global.open(o.global.logger(cmd), readOnly)
+	if err != nil {
+		return err
 	}
+	defer closeDB(db, &err)
+	v, err := db.Get([]byte(o.key))
+	if errors.Is(err, engine.ErrNotFound) {
+		return &NotFoundError{Key: o.key}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", v)
+	return err
 }

@@ -37,8 +37,9 @@ func (o *loadOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.waitCompactions, "wait-compactions", true, "before exiting, wait for the background compactions to bring L0 below Pebble's compaction threshold (false: exit at once and leave the backlog to later opens)")
 }
 
-// Validate checks the flags and the FILE argument.
-func (o *loadOptions) Validate(cmd *cobra.Command) error {
+// Validate takes the FILE argument and checks it and the flags.
+func (o *loadOptions) Validate(cmd *cobra.Command, args []string) error {
+	o.file = args[0]
 	var problems []error
 	if err := cli.NonEmpty(cmd, "FILE", o.file); err != nil {
 		problems = append(problems, err)
@@ -54,7 +55,7 @@ func (o *loadOptions) Validate(cmd *cobra.Command) error {
 
 func newLoadCommand(g *globalOptions) *cobra.Command {
 	o := &loadOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "load FILE.jsonl",
 		Short: "Load a JSON Lines file, one entity per line",
 		Long: `load stores line i of FILE (counted from 0) under the key entity:%08d of i,
@@ -75,16 +76,7 @@ threshold, then reports how much compaction debt is left, if any.
   strata --db ./data load entities.jsonl --batch-size 5000
   strata --db ./data load entities.jsonl --resume   # after a crash or a fixed line`,
 		Args: cli.Args("FILE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.file = args[0]
-			if err := o.Validate(cmd); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.AddFlags(cmd.Flags())
-	return cmd
+	}, o.AddFlags, o.Validate, o.run)
 }
 
 // loadStats is the outcome of a load.
@@ -95,7 +87,7 @@ type loadStats struct {
 	elapsed time.Duration
 }
 
-func (o *loadOptions) run(cmd *cobra.Command) (err error) {
+func (o *loadOptions) run(cmd *cobra.Command, _ []string) (err error) {
 	f, err := os.Open(o.file)
 	if err != nil {
 		return err // "open FILE: ..."

@@ -30,7 +30,7 @@ func (o *scanOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate checks the flags.
-func (o *scanOptions) Validate() error {
+func (o *scanOptions) Validate(*cobra.Command, []string) error {
 	var problems []error
 	if o.limit < 0 {
 		problems = append(problems, fmt.Errorf("--limit %d: must be >= 0", o.limit))
@@ -83,7 +83,7 @@ func prefixEnd(prefix []byte) []byte {
 
 func newScanCommand(g *globalOptions) *cobra.Command {
 	o := &scanOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "scan",
 		Short: "Print key-value pairs in key order",
 		Long: `scan prints one "KEY<TAB>VALUE" line per pair, in key order, within the
@@ -92,25 +92,22 @@ range the flags select. Keys and values are printed as raw bytes.`,
   strata --db ./data scan --prefix entity: --limit 10
   strata --db ./data scan --from entity:00000100 --to entity:00000200`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			db, err := o.global.open(o.global.logger(cmd), readOnly)
-			if err != nil {
-				return err
-			}
-			defer closeDB(db, &err)
-			_, err = o.run(db, bufio.NewWriter(cmd.OutOrStdout()))
-			return err
-		},
-	}
-	o.AddFlags(cmd.Flags())
-	return cmd
+	}, o.AddFlags, o.Validate, o.run)
 }
 
-// run prints the selected pairs to w, flushes it and returns their number.
-func (o *scanOptions) run(db *engine.DB, w *bufio.Writer) (n int, err error) {
+// run opens the database read-only and prints the selected pairs.
+func (o *scanOptions) run(cmd *cobra.Command, _ []string) (err error) {
+	db, err := o.global.open(o.global.logger(cmd), readOnly)
+	if err != nil {
+		return err
+	}
+	defer closeDB(db, &err)
+	_, err = o.print(db, bufio.NewWriter(cmd.OutOrStdout()))
+	return err
+}
+
+// print writes the selected pairs to w, flushes it and returns their number.
+func (o *scanOptions) print(db *engine.DB, w *bufio.Writer) (n int, err error) {
 	lower, upper, empty := o.bounds()
 	if empty {
 		return 0, nil

@@ -33,6 +33,25 @@ func Root(root *cobra.Command) *cobra.Command {
 	return root
 }
 
+// Command gives cmd the flow of a command in this layout: addFlags
+// registers its flags on cmd.Flags(), and RunE calls validate, which
+// checks every flag and argument (naming each bad one), then run, so that
+// no work starts on bad input. addFlags and validate may be nil.
+func Command(cmd *cobra.Command, addFlags func(*pflag.FlagSet), validate, run func(*cobra.Command, []string) error) *cobra.Command {
+	if addFlags != nil {
+		addFlags(cmd.Flags())
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if validate != nil {
+			if err := validate(cmd, args); err != nil {
+				return err
+			}
+		}
+		return run(cmd, args)
+	}
+	return cmd
+}
+
 // Args accepts exactly len(names) positional arguments and names the
 // missing or unexpected ones in its error, with the usage line. Args()
 // accepts none.

@@ -2,35 +2,33 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // execute runs a root built by Root with one subcommand "put KEY VALUE"
-// (and a --progress flag) and returns Execute's error and what was printed.
-func execute(args ...string) (string, error) {
+// (with a --progress flag), built by Command, and returns what was printed,
+// whether put's run was reached and Execute's error.
+func execute(args ...string) (out string, ran bool, err error) {
 	var p Progress
-	put := &cobra.Command{
-		Use:  "put KEY VALUE",
-		Args: Args("KEY", "VALUE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := p.Validate(); err != nil {
-				return err
-			}
-			return NonEmpty(cmd, "KEY", args[0])
+	put := Command(&cobra.Command{Use: "put KEY VALUE", Args: Args("KEY", "VALUE")},
+		func(fs *pflag.FlagSet) { AddProgressFlag(fs, &p, "progress `MODE`") },
+		func(cmd *cobra.Command, args []string) error {
+			return errors.Join(p.Validate(), NonEmpty(cmd, "KEY", args[0]))
 		},
-	}
-	AddProgressFlag(put.Flags(), &p, "progress `MODE`")
+		func(*cobra.Command, []string) error { ran = true; return nil })
 	root := Root(&cobra.Command{Use: "tool"})
 	root.AddCommand(put)
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
+	var buf bytes.Buffer
+	root.SetOut(&buf)
+	root.SetErr(&buf)
 	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
+	err = root.Execute()
+	return buf.String(), ran, err
 }
 
 func TestRootReturnsErrorsWithoutPrinting(t *testing.T) {
@@ -44,17 +42,21 @@ func TestRootReturnsErrorsWithoutPrinting(t *testing.T) {
 		{[]string{"put", "", "v"}, "put: argument KEY is empty"},
 		{[]string{"put", "--bad", "k", "v"}, "unknown flag: --bad (see 'tool put --help')"},
 		{[]string{"put", "--progress", "sometimes", "k", "v"}, `--progress "sometimes": must be auto, always or never`},
+		{[]string{"put", "--progress", "sometimes", "", "v"}, "argument KEY is empty"}, // every bad input named at once
 	} {
-		out, err := execute(tc.args...)
+		out, ran, err := execute(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want one containing %q", tc.args, err, tc.want)
 		}
 		if out != "" {
 			t.Errorf("%q: printed %q; the caller prints the error once", tc.args, out)
 		}
+		if ran {
+			t.Errorf("%q: the command ran on bad input", tc.args)
+		}
 	}
-	if _, err := execute("put", "--progress", "never", "k", "v"); err != nil {
-		t.Error(err)
+	if _, ran, err := execute("put", "--progress", "never", "k", "v"); err != nil || !ran {
+		t.Errorf("good input: err %v, ran %v", err, ran)
 	}
 }
 

@@ -212,7 +212,7 @@ func (o *CodecsOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 // validateFlags checks the flags and parses --codecs.
-func (o *CodecsOptions) validateFlags() error {
+func (o *CodecsOptions) validateFlags(*cobra.Command, []string) error {
 	errs := []error{o.global.progress.Validate(), o.data.validate()}
 	if o.BlockSize < 1 || o.BlockSize > rawcodec.MaxBlockSize {
 		errs = append(errs, fmt.Errorf("--block-size %d: must be from 1 to %d", o.BlockSize, rawcodec.MaxBlockSize))
@@ -230,7 +230,7 @@ func (o *CodecsOptions) validateFlags() error {
 
 func newCodecsCommand(g *globalFlags) *cobra.Command {
 	o := &CodecsOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "codecs",
 		Short: "Measure the raw block codecs: ratio and speed on one core",
 		Long: `codecs cuts the data (key+value of each entity) into blocks of --block-size
@@ -242,19 +242,11 @@ Strata stores when a config asks for lz4; Pebble's table format has no LZ4.`,
   tune codecs --block-size 32768 --codecs lz4,minlz,snappy,zstd:3
   tune codecs --input entities.jsonl --min-time 1s --format markdown`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validateFlags(); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.addFlags(cmd.Flags())
-	return cmd
+	}, o.addFlags, o.validateFlags, o.run)
 }
 
 // run measures and prints the table once every codec is measured.
-func (o *CodecsOptions) run(cmd *cobra.Command) error {
+func (o *CodecsOptions) run(cmd *cobra.Command, _ []string) error {
 	data, err := o.data.load()
 	if err != nil {
 		return err

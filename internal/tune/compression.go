@@ -521,7 +521,8 @@ func (o *CompressionOptions) addFlags(fs *pflag.FlagSet) {
 
 // validateFlags checks the flags and parses --profiles or --configs; a
 // --dir that is not writable fails here, before any data is generated.
-func (o *CompressionOptions) validateFlags() error {
+func (o *CompressionOptions) validateFlags(cmd *cobra.Command, _ []string) error {
+	o.profilesSet = cmd.Flags().Changed("profiles")
 	errs := []error{o.global.progress.Validate(), o.data.validate()}
 	if o.Repeat < 1 {
 		errs = append(errs, fmt.Errorf("--repeat %d: must be >= 1", o.Repeat))
@@ -550,7 +551,7 @@ func (o *CompressionOptions) validateFlags() error {
 
 func newCompressionCommand(g *globalFlags) *cobra.Command {
 	o := &CompressionOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "compression",
 		Short: "Measure size and speed of compression profiles (the THEMIS RocksDB tuning guide's table)",
 		Long: `compression writes the same data into a fresh database per profile
@@ -584,20 +585,11 @@ read MB/s with the Pareto frontier marked.`,
   tune compression --profiles lz4/zstd,lz4/zstd:19 --plot tradeoff.svg
   tune compression --configs default,strata-small.toml --baseline --repeat 3`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.profilesSet = cmd.Flags().Changed("profiles")
-			if err := o.validateFlags(); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.addFlags(cmd.Flags())
-	return cmd
+	}, o.addFlags, o.validateFlags, o.run)
 }
 
 // run measures, prints the table, writes the plot and sums up on stderr.
-func (o *CompressionOptions) run(cmd *cobra.Command) error {
+func (o *CompressionOptions) run(cmd *cobra.Command, _ []string) error {
 	began := time.Now()
 	base, err := loadBase(o.configPath)
 	if err != nil {

@@ -611,7 +611,7 @@ func (o *DoctorOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 // validateFlags checks the flags.
-func (o *DoctorOptions) validateFlags() error {
+func (o *DoctorOptions) validateFlags(*cobra.Command, []string) error {
 	errs := []error{o.global.progress.Validate(), checkFormat(o.format, report.FormatTable, report.FormatMarkdown, report.FormatJSON)}
 	if o.configPath == "" && o.dbDir == "" {
 		errs = append(errs, errors.New("need --config FILE or --db DIR"))
@@ -624,7 +624,7 @@ func (o *DoctorOptions) validateFlags() error {
 
 func newDoctorCommand(g *globalFlags) *cobra.Command {
 	o := &DoctorOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "doctor",
 		Short: "Diagnose a database: findings with the figure, the key to change and the value to try",
 		Long: `doctor opens a database, loads --input first if given (counting write
@@ -646,15 +646,7 @@ settings accepted without effect on Pebble are listed too.`,
   tune doctor --db data/strata --probe 10000
   tune doctor --config strata.toml --input entities.jsonl --format json`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validateFlags(); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.addFlags(cmd.Flags())
-	return cmd
+	}, o.addFlags, o.validateFlags, o.run)
 }
 
 // loadConfig returns the database's config: --config's file (db_path
@@ -675,7 +667,7 @@ func (o *DoctorOptions) loadConfig() (*config.Config, error) {
 }
 
 // run loads the config (and --input), diagnoses and prints the report.
-func (o *DoctorOptions) run(cmd *cobra.Command) error {
+func (o *DoctorOptions) run(cmd *cobra.Command, _ []string) error {
 	cfg, err := o.loadConfig()
 	if err != nil {
 		return err

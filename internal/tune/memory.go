@@ -551,7 +551,7 @@ func (o *MemoryOptions) addFlags(fs *pflag.FlagSet) {
 
 // validateFlags checks the flags before any work and sets One, Index and
 // Store from them.
-func (o *MemoryOptions) validateFlags() error {
+func (o *MemoryOptions) validateFlags(*cobra.Command, []string) error {
 	errs := []error{o.global.progress.Validate()}
 	if o.store && o.indexOnly {
 		errs = append(errs, errors.New("--store and --index-only are exclusive: --store measures only the store table, --index-only only the index table"))
@@ -582,7 +582,7 @@ func (o *MemoryOptions) validateFlags() error {
 
 func newMemoryCommand(g *globalFlags) *cobra.Command {
 	o := &MemoryOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "memory",
 		Short: "Measure the memory of the mvcc key index and store (etcd's storage memory tables)",
 		Long: `memory reproduces etcd's storage memory benchmark (its two tables),
@@ -611,15 +611,7 @@ each row with keys, versions, key_size, total_alloc_bytes, live_heap_bytes
   tune memory --keys 2000000 --versions 3 --key-size 32 --index-only --format json
   tune memory --index plain --index-only      # the google/btree baseline`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validateFlags(); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.addFlags(cmd.Flags())
-	return cmd
+	}, o.addFlags, o.validateFlags, o.run)
 }
 
 // rowProgress is the progress of memory's rows.
@@ -643,7 +635,7 @@ func (o *MemoryOptions) progress(cmd *cobra.Command) rowProgress {
 }
 
 // run measures every row, prints the tables and sums up on stderr.
-func (o *MemoryOptions) run(cmd *cobra.Command) error {
+func (o *MemoryOptions) run(cmd *cobra.Command, _ []string) error {
 	began := time.Now()
 	p := o.progress(cmd)
 	o.Progress, o.ChildStderr = p, cmd.ErrOrStderr()

@@ -116,7 +116,7 @@ func (o *optionsFlags) addFlags(fs *pflag.FlagSet) {
 }
 
 // validate checks that at most one source is given.
-func (o *optionsFlags) validate() error {
+func (o *optionsFlags) validate(*cobra.Command, []string) error {
 	if o.configPath != "" && o.dbDir != "" {
 		return errors.New("--config and --db are exclusive: give one")
 	}
@@ -125,7 +125,7 @@ func (o *optionsFlags) validate() error {
 
 func newOptionsCommand() *cobra.Command {
 	o := &optionsFlags{}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "options",
 		Short: "Print the RocksDB-format OPTIONS file of a config or a database",
 		Long: `options prints the RocksDB-format OPTIONS file that a config produces
@@ -141,19 +141,11 @@ database. To turn the database's options back into a config, run
   tune options --db data/strata | grep compression
   tune options                                   # the default config`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.addFlags(cmd.Flags())
-	return cmd
+	}, o.addFlags, o.validate, o.run)
 }
 
 // run prints the database's OPTIONS files, or the config's.
-func (o *optionsFlags) run(cmd *cobra.Command) error {
+func (o *optionsFlags) run(cmd *cobra.Command, _ []string) error {
 	if o.dbDir != "" {
 		files, err := ReadDBOptions(o.dbDir)
 		if err != nil {

@@ -804,7 +804,7 @@ func (o *RecommendOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 // validateFlags checks the flags before any work and parses --goal.
-func (o *RecommendOptions) validateFlags() error {
+func (o *RecommendOptions) validateFlags(*cobra.Command, []string) error {
 	errs := []error{o.global.progress.Validate(), o.data.validate()}
 	g, err := ParseGoal(o.goal)
 	errs = append(errs, err)
@@ -835,7 +835,7 @@ func (o *RecommendOptions) validateFlags() error {
 
 func newRecommendCommand(g *globalFlags) *cobra.Command {
 	o := &RecommendOptions{global: g}
-	cmd := &cobra.Command{
+	return cli.Command(&cobra.Command{
 		Use:   "recommend",
 		Short: "Try codecs, zstd levels, block sizes and bloom bits on a sample; recommend a config for a goal",
 		Long: `recommend measures candidate settings on a sample of the data (--input FILE,
@@ -873,20 +873,12 @@ to standard output after the table; --plot FILE.svg draws the trade-off.`,
   tune recommend --goal read --max-size-growth 0.25
   tune recommend --entities 5000 --size 4096 --goal balanced`,
 		Args: cli.Args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validateFlags(); err != nil {
-				return err
-			}
-			return o.run(cmd)
-		},
-	}
-	o.addFlags(cmd.Flags())
-	return cmd
+	}, o.addFlags, o.validateFlags, o.run)
 }
 
 // run measures the candidates, prints the table and writes the
 // recommended config (and the plot).
-func (o *RecommendOptions) run(cmd *cobra.Command) error {
+func (o *RecommendOptions) run(cmd *cobra.Command, _ []string) error {
 	base, err := loadBase(o.configPath)
 	if err != nil {
 		return err
