@@ -2,9 +2,11 @@
 // internal/admin) and tune (package internal/tune): a root cobra command
 // that returns errors instead of printing them, positional arguments named
 // in their errors, and the test for a terminal that decides whether a
-// progress bar is drawn. Each tool keeps one file per command, holding its
-// options, flags, validation and run, in the manner of bbolt's
-// cmd/bbolt/command; its cmd/<tool>/main.go only executes the root.
+// progress bar is drawn, and Command, the flow of every command (its
+// flags; validate every flag and argument, then run). Each tool keeps one
+// file per command, holding its options, flags, validation and run, in the
+// manner of bbolt's cmd/bbolt/command; its cmd/<tool>/main.go only executes
+// the root.
 package cli
 
 import (
