@@ -572,7 +572,7 @@ key back and scans. Columns:
   W-Amp              bytes written to tables / bytes written to the WAL
 
 With --baseline, each profile also runs on raw Pebble opened with the same
-options (internal/pebbleconf), interleaved in this process; the "vs Pebble"
+options Strata gives Pebble, interleaved in this process; the "vs Pebble"
 columns are Strata MB/s / Pebble MB/s. MB = MiB. Each timed phase repeats its
 work until it has run --min-time (1s), so that a figure is not a few
 milliseconds of a shared machine; the figures are per pass. The table prints
