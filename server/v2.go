@@ -350,11 +350,7 @@ func v2Bool(r *http.Request, name string) (bool, error) {
 
 // v2Write sends a successful v2 response with etcd's headers.
 func (s *Server) v2Write(w http.ResponseWriter, status int, index int64, ev *v2Event) {
-	body, err := json.Marshal(ev)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+	body := ev.appendJSON(nil)
 	st := s.node.Status()
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
