@@ -10,8 +10,8 @@ import (
 // revisions in memory, so that reading the latest version of a hot key (a
 // Range of one key, the previous version a put with prev_kv returns, a
 // value compare) does not open a Pebble iterator. etcd reads the same
-// records from bbolt's memory map; Strata's engine Get was a tenth to a
-// sixth of the server's CPU per request in those paths.
+// records from bbolt's memory map; Strata's engine Get was 6% (v2 write)
+// to 16% (v3 read of one key) of the server's CPU in those paths.
 //
 // A revision's record never changes once written, so the cache needs no
 // invalidation: an entry is either the record of its revision or absent.
