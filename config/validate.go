@@ -3,16 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/stratadb/strata/compression"
 	"github.com/stratadb/strata/internal/fsutil"
+	"github.com/stratadb/strata/tiering"
 )
-
-// maxTargetSizeBytes bounds db_paths[i].target_size_bytes: 8 EiB, the largest
-// integer a TOML file can hold, so that every valid Config can be written back.
-const maxTargetSizeBytes = math.MaxInt64
 
 // Validate checks every setting and returns nil or a *ValidationError listing
 // every problem found, in field order, each a *FieldError naming the key, the
@@ -121,44 +117,14 @@ func (v *validator) walFailoverDir(c *Config, _ *field) {
 	}
 }
 
-// dbPaths checks each entry, then every pair: no two entries may name the
-// same directory, and none may lie inside another. A conflict is reported
-// once, on the later entry.
+// dbPaths reports the db_paths rules, which tiering keeps (tiering.CheckPaths),
+// as field errors.
 func (v *validator) dbPaths(c *Config, _ *field) {
-	paths := c.DBPaths
-	abs := make([]string, len(paths))
-	for i, p := range paths {
-		if strings.TrimSpace(p.Path) == "" {
-			v.add(fmt.Sprintf("db_paths[%d].path", i), p.Path, "must not be empty")
-		} else {
-			abs[i] = fsutil.Abs(p.Path)
-		}
-		if p.TargetSizeBytes == 0 || p.TargetSizeBytes > maxTargetSizeBytes {
-			v.add(fmt.Sprintf("db_paths[%d].target_size_bytes", i), p.TargetSizeBytes,
-				fmt.Sprintf("must be from 1 to %d", uint64(maxTargetSizeBytes)))
-		}
+	paths := make([]tiering.Path, len(c.DBPaths))
+	for i, p := range c.DBPaths {
+		paths[i] = tiering.Path{Dir: p.Path, TargetSize: p.TargetSizeBytes}
 	}
-	for j := range paths {
-		if abs[j] == "" {
-			continue
-		}
-		for i := range j {
-			if abs[i] == "" {
-				continue
-			}
-			var rule string
-			switch {
-			case abs[i] == abs[j]:
-				rule = "is the same directory as db_paths[%d].path (%q): entries must be distinct"
-			case fsutil.Contains(abs[i], abs[j]):
-				rule = "lies inside db_paths[%d].path (%q): entries must not nest"
-			case fsutil.Contains(abs[j], abs[i]):
-				rule = "contains db_paths[%d].path (%q): entries must not nest"
-			default:
-				continue
-			}
-			v.add(fmt.Sprintf("db_paths[%d].path", j), paths[j].Path, fmt.Sprintf(rule, i, paths[i].Path))
-			break
-		}
+	for _, e := range tiering.CheckPaths(paths) {
+		v.add(fmt.Sprintf("db_paths[%d].%s", e.Index, e.Field), e.Value, e.Rule)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -94,7 +95,7 @@ type Options struct {
 var (
 	ErrNoPaths        = errors.New("tiering: db_paths is empty: list at least one path")
 	ErrEmptyDir       = errors.New("tiering: path is empty")
-	ErrZeroTarget     = errors.New("tiering: target size is 0: must be > 0")
+	ErrTargetRange    = errors.New("tiering: target size out of range")
 	ErrDuplicate      = errors.New("tiering: path listed twice")
 	ErrNested         = errors.New("tiering: paths must not be nested")
 	ErrCannotCreate   = errors.New("tiering: path is missing and cannot be created")
@@ -107,18 +108,32 @@ var (
 	errCannotRetarget = errors.New("tiering: cannot retarget a descriptor on this platform")
 )
 
-// PathError reports a problem with one db_paths entry.
+// MaxTargetSize bounds a path's target size: the largest integer a TOML
+// file can hold, so that every valid layout can be written back.
+const MaxTargetSize = math.MaxInt64
+
+// PathError reports a problem with one db_paths entry: the one place the
+// rules for db_paths are written, used by New and, mapped onto its field
+// errors, by config's Validate.
 type PathError struct {
 	// Index is the entry's position in db_paths.
 	Index int
-	// Dir is the entry's directory as given.
-	Dir string
-	// Err is the rule broken, wrapping one of the Err* sentinels.
+	// Field is the entry's key at fault: "path" or "target_size_bytes".
+	Field string
+	// Value is that key's value as given (a string or a uint64).
+	Value any
+	// Rule says what is allowed, e.g. "must not be empty".
+	Rule string
+	// Err is the sentinel of the rule broken (ErrEmptyDir, ErrNested, ...),
+	// wrapping the file system's error where there is one.
 	Err error
 }
 
 func (e *PathError) Error() string {
-	return fmt.Sprintf("db_paths[%d].path = %q: %v", e.Index, e.Dir, e.Err)
+	if s, ok := e.Value.(string); ok {
+		return fmt.Sprintf("db_paths[%d].%s = %q: %s", e.Index, e.Field, s, e.Rule)
+	}
+	return fmt.Sprintf("db_paths[%d].%s = %v: %s", e.Index, e.Field, e.Value, e.Rule)
 }
 
 func (e *PathError) Unwrap() error { return e.Err }
@@ -423,34 +438,58 @@ func validate(paths []Path, canon func(string) string) error {
 		return ErrNoPaths
 	}
 	var errs []error
+	for _, e := range check(paths, canon) {
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckPaths returns every broken rule of a db_paths list, without side
+// effects: each entry needs a directory and a target from 1 to
+// MaxTargetSize, and no two entries may name the same directory or nest
+// (relative directories compare in their absolute form against the working
+// directory). A conflict is reported once, on the later entry.
+func CheckPaths(paths []Path) []*PathError {
+	return check(paths, fsutil.Abs)
+}
+
+func check(paths []Path, canon func(string) string) []*PathError {
+	var errs []*PathError
 	keys := make([]string, len(paths))
 	for i, p := range paths {
-		if p.Dir == "" {
-			errs = append(errs, &PathError{i, p.Dir, ErrEmptyDir})
-			continue
+		if strings.TrimSpace(p.Dir) == "" {
+			errs = append(errs, &PathError{i, "path", p.Dir, "must not be empty", ErrEmptyDir})
+		} else {
+			keys[i] = canon(p.Dir)
 		}
-		keys[i] = canon(p.Dir)
-		if p.TargetSize == 0 {
-			errs = append(errs, &PathError{i, p.Dir, ErrZeroTarget})
+		if p.TargetSize == 0 || p.TargetSize > MaxTargetSize {
+			errs = append(errs, &PathError{i, "target_size_bytes", p.TargetSize,
+				fmt.Sprintf("must be from 1 to %d", uint64(MaxTargetSize)), ErrTargetRange})
 		}
 	}
 	for i := range paths {
-		for j := 0; j < i; j++ {
+		for j := range i {
 			a, b := keys[j], keys[i]
 			if a == "" || b == "" {
 				continue
 			}
+			var rule string
+			var sentinel error
 			switch {
 			case a == b:
-				errs = append(errs, &PathError{i, paths[i].Dir, fmt.Errorf("%w: same directory as db_paths[%d].path = %q", ErrDuplicate, j, paths[j].Dir)})
+				rule, sentinel = "is the same directory as db_paths[%d].path (%q): entries must be distinct", ErrDuplicate
 			case fsutil.Contains(a, b):
-				errs = append(errs, &PathError{i, paths[i].Dir, fmt.Errorf("%w: inside db_paths[%d].path = %q", ErrNested, j, paths[j].Dir)})
+				rule, sentinel = "lies inside db_paths[%d].path (%q): entries must not nest", ErrNested
 			case fsutil.Contains(b, a):
-				errs = append(errs, &PathError{i, paths[i].Dir, fmt.Errorf("%w: contains db_paths[%d].path = %q", ErrNested, j, paths[j].Dir)})
+				rule, sentinel = "contains db_paths[%d].path (%q): entries must not nest", ErrNested
+			default:
+				continue
 			}
+			errs = append(errs, &PathError{i, "path", paths[i].Dir, fmt.Sprintf(rule, j, paths[j].Dir), sentinel})
+			break
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // prepareDirs creates missing paths and checks each is writable.
@@ -458,7 +497,7 @@ func (l *Layout) prepareDirs() error {
 	var errs []error
 	for i, p := range l.paths {
 		if err := l.base.MkdirAll(p.Dir, 0o755); err != nil {
-			errs = append(errs, &PathError{i, p.Dir, fmt.Errorf("%w: %w", ErrCannotCreate, err)})
+			errs = append(errs, &PathError{i, "path", p.Dir, "is missing and cannot be created: " + err.Error(), fmt.Errorf("%w: %w", ErrCannotCreate, err)})
 			continue
 		}
 		probe := l.base.PathJoin(p.Dir, ".tiering-probe")
@@ -470,7 +509,7 @@ func (l *Layout) prepareDirs() error {
 			}
 		}
 		if err != nil {
-			errs = append(errs, &PathError{i, p.Dir, fmt.Errorf("%w: %w", ErrNotWritable, err)})
+			errs = append(errs, &PathError{i, "path", p.Dir, "is not writable: " + err.Error(), fmt.Errorf("%w: %w", ErrNotWritable, err)})
 		}
 	}
 	return errors.Join(errs...)

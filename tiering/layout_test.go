@@ -41,11 +41,11 @@ func TestNewValidation(t *testing.T) {
 	}{
 		{name: "empty list", paths: nil, want: []error{ErrNoPaths}},
 		{name: "empty dir", paths: []Path{{dir("a"), 1}, {"", 1}}, want: []error{ErrEmptyDir}, entry: []string{"db_paths[1]"}},
-		{name: "zero target", paths: []Path{{dir("a"), 1}, {dir("b"), 0}}, want: []error{ErrZeroTarget}, entry: []string{"db_paths[1]"}},
+		{name: "zero target", paths: []Path{{dir("a"), 1}, {dir("b"), 0}}, want: []error{ErrTargetRange}, entry: []string{"db_paths[1]"}},
 		{name: "listed twice", paths: []Path{{dir("a"), 1}, {dir("a") + "/", 1}}, want: []error{ErrDuplicate}, entry: []string{"db_paths[1]", "db_paths[0]"}},
 		{name: "nested inside", paths: []Path{{dir("a"), 1}, {dir("a/b"), 1}}, want: []error{ErrNested}, entry: []string{"db_paths[1]"}},
 		{name: "nested around", paths: []Path{{dir("a/b"), 1}, {dir("a"), 1}}, want: []error{ErrNested}, entry: []string{"db_paths[1]", "contains"}},
-		{name: "every problem at once", paths: []Path{{dir("a"), 0}, {dir("a"), 1}, {"", 1}}, want: []error{ErrZeroTarget, ErrDuplicate, ErrEmptyDir}, entry: []string{"db_paths[0]", "db_paths[1]", "db_paths[2]"}},
+		{name: "every problem at once", paths: []Path{{dir("a"), 0}, {dir("a"), 1}, {"", 1}}, want: []error{ErrTargetRange, ErrDuplicate, ErrEmptyDir}, entry: []string{"db_paths[0]", "db_paths[1]", "db_paths[2]"}},
 		{name: "cannot create", paths: []Path{{dir("a"), 1}, {filepath.Join(file, "sub"), 1}}, want: []error{ErrCannotCreate}, entry: []string{"db_paths[1]"}},
 		{name: "not writable", base: denyFS{vfs.Default, dir("ro")}, paths: []Path{{dir("a"), 1}, {dir("ro"), 1}}, want: []error{ErrNotWritable}, entry: []string{"db_paths[1]"}},
 	}
