@@ -120,7 +120,8 @@ func TestTieredLayout(t *testing.T) {
 	}
 }
 
-// issueRunConfig is the configuration of the run reported in issue 10:
+// issueRunConfig is the configuration of a user's run that once left
+// a path over its target after compact:
 // three db_paths of 3 MB, 16 MB and 1 GB, 1 MB memtables, tables and base
 // level, no compression, the WAL in its own directory.
 func issueRunConfig(root string) *config.Config {
@@ -162,7 +163,7 @@ func checkAllKeys(t *testing.T, db *DB, n int) {
 	}
 }
 
-// TestCompactAllSettlesTheLayout reproduces issue 10's run: ~19 MB of JSON
+// TestCompactAllSettlesTheLayout reproduces that run: ~19 MB of JSON
 // over three small db_paths, CompactAll, then a fresh open: every path but
 // the last is within its target (one target file of slack) on disk, every
 // key reads back; then a reopen with other targets and CompactAll: the new

@@ -66,7 +66,8 @@ func jsonLine(i int) string {
 	return b.String()
 }
 
-// TestLoadThenCompactHoldsTierTargets is issue 10's run through the tool:
+// TestLoadThenCompactHoldsTierTargets is the run of engine's
+// TestCompactAllSettlesTheLayout through the tool:
 // `strata load` of ~19 MB of JSON Lines, then `strata compact`, each in a
 // process of its own, over db_paths of 3 MB, 16 MB and 1 GB (1 MB
 // memtables, tables and base level, no compression). When compact's process

@@ -46,8 +46,8 @@ var (
 		{100_000, 1, 64, 256}: 40, {100_000, 5, 64, 256}: 89, {1_000_000, 1, 64, 256}: 470, {1_000_000, 5, 64, 256}: 880,
 		{100_000, 1, 64, 1024}: 102, {100_000, 5, 64, 1024}: 164, {1_000_000, 1, 64, 1024}: 587, {1_000_000, 5, 64, 1024}: 836,
 	}
-	// EtcdMemoryFits are etcd's constants, as issue 6 gives them: its
-	// index measured on this project's machine with memtable's method, and
+	// EtcdMemoryFits are etcd's constants: its index measured on this
+	// project's machine with indexmem's method, and
 	// the averaged pairs published with etcd's storage memory benchmark.
 	EtcdMemoryFits = EtcdFits{
 		MemoryFits: MemoryFits{
@@ -58,7 +58,8 @@ var (
 	}
 )
 
-// Goals of issue 6 for the live heap of mvcc's index.
+// Strata's goals for the live heap of mvcc's index: a third of etcd's
+// per-key overhead and under a third of its per-version cost.
 const (
 	GoalC1 = 40 // bytes per key beyond the key bytes
 	GoalC2 = 8  // bytes per version, pointer included
@@ -409,7 +410,7 @@ func (im *IndexMemory) Table() *report.Table {
 	if im.Fit != nil {
 		t.Notes = append(t.Notes,
 			fmt.Sprintf("Fit of bytes = N*(c1 + key_size) + N*versions*c2 over these %d rows (least squares; c2 includes the version's pointer):", len(im.Rows)),
-			fmt.Sprintf("- live heap:  c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 + pointer = %.0f B. Goal (issue 6): c1 <= %d B, c2 + pointer <= %d B.",
+			fmt.Sprintf("- live heap:  c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 + pointer = %.0f B. Strata's goal: c1 <= %d B, c2 + pointer <= %d B.",
 				im.Fit.LiveHeap.C1, im.Fit.LiveHeap.C2, e.LiveHeap.C1, e.LiveHeap.C2, GoalC1, GoalC2),
 			fmt.Sprintf("- TotalAlloc: c1 = %.1f B, c2 = %.1f B. etcd's index on this machine: c1 = %.0f B, c2 = %.0f B. etcd's published benchmark: c1 = %.0f B, c2 = %.0f B + size_of_pointer.",
 				im.Fit.TotalAlloc.C1, im.Fit.TotalAlloc.C2, e.TotalAlloc.C1, e.TotalAlloc.C2, e.Published.C1, e.Published.C2),
