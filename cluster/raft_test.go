@@ -437,6 +437,7 @@ func TestRaftAddRemoveMember(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	c.waitStarted() // the strict reconfiguration check counts started members
 	url := "http://" + freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	m, err := c.nodes[1].AddMember(ctx, []string{url}, false)
@@ -566,6 +567,9 @@ func TestRaftRefusesOtherCluster(t *testing.T) {
 	if _, err := c.put(0, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
+	// s3 must have published its name (be known as started) before it
+	// stops, or a fresh directory for it is not a lost one.
+	c.waitStarted()
 	c.stop(2)
 	// Restart s3 with a member list that has another s2.
 	cfg := c.config(2, false)
@@ -596,6 +600,37 @@ func TestRaftRefusesOtherCluster(t *testing.T) {
 	c.converge()
 }
 
+// waitStarted waits until every running member knows every running
+// member as started (it has published its name through the log).
+func (c *testCluster) waitStarted() {
+	c.t.Helper()
+	waitFor(c.t, "every running member known as started", func() bool {
+		var ids []uint64
+		for _, n := range c.nodes {
+			if n != nil {
+				ids = append(ids, n.Status().MemberID)
+			}
+		}
+		for _, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			rn := n.(*raftNode)
+			rn.membersMu.RLock()
+			started := rn.members.Started
+			all := true
+			for _, id := range ids {
+				all = all && started[id]
+			}
+			rn.membersMu.RUnlock()
+			if !all {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // dump logs every running member's raft status.
 func (c *testCluster) dump() {
 	for i, n := range c.nodes {
@@ -606,7 +641,7 @@ func (c *testCluster) dump() {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

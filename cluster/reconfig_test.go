@@ -16,12 +16,7 @@ import (
 func TestRaftStrictReconfigCheck(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	c.leader()
-	waitFor(t, "every member published its name (started)", func() bool {
-		n := c.nodes[0].(*raftNode)
-		n.membersMu.RLock()
-		defer n.membersMu.RUnlock()
-		return len(n.members.Started) == 3
-	})
+	c.waitStarted()
 	add := func() (Member, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -66,6 +61,7 @@ func TestRaftLearner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	c.waitStarted() // the strict reconfiguration check counts started members
 	ctx := context.Background()
 	url := "http://" + freeAddr(t)
 	m, err := c.nodes[0].AddMember(ctx, []string{url}, true)
