@@ -191,6 +191,15 @@ func (s *memberSet) checkPeerURLsFree(id uint64, urls []string) error {
 	return nil
 }
 
+// get returns a copy of member id: the caller may set its fields (not
+// change its URL slices in place) without touching the set.
+func (s *memberSet) get(id uint64) (Member, bool) {
+	if m, ok := s.Members[id]; ok {
+		return *m, true
+	}
+	return Member{}, false
+}
+
 // byPeerURL returns the member that has peer URL u, if any.
 func (s *memberSet) byPeerURL(u string) *Member {
 	for _, m := range s.Members {

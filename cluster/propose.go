@@ -314,11 +314,7 @@ func (n *raftNode) PromoteMember(ctx context.Context, id uint64) error {
 		return err
 	}
 	n.membersMu.RLock()
-	old, ok := n.members.Members[id]
-	var m Member
-	if ok {
-		m = *old
-	}
+	m, ok := n.members.get(id)
 	started, voters, ready := n.members.readyToPromote()
 	n.membersMu.RUnlock()
 	switch {
@@ -376,11 +372,7 @@ func (n *raftNode) UpdateMember(ctx context.Context, id uint64, peerURLs []strin
 		return err
 	}
 	n.membersMu.RLock()
-	old, ok := n.members.Members[id]
-	var m Member
-	if ok {
-		m = *old
-	}
+	m, ok := n.members.get(id)
 	err := n.members.checkPeerURLsFree(id, peerURLs)
 	n.membersMu.RUnlock()
 	if !ok {
