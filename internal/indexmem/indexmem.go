@@ -233,12 +233,7 @@ func (p *plainIndex) put(key []byte, rev int64) error {
 func measureIndex(req Request) (Row, error) {
 	g := keyGen{rand.New(rand.NewPCG(uint64(req.Keys), uint64(req.KeySize)))}
 	keys := make([][]byte, req.Keys) // harness scaffolding, allocated before the window
-	var before, built, after runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-
+	w := openHeapWindow()
 	for i := range keys {
 		keys[i] = g.key(i, req.KeySize)
 	}
@@ -257,23 +252,44 @@ func measureIndex(req Request) (Row, error) {
 			}
 		}
 	}
-	elapsed := time.Since(start)
+	row := Row{Kind: req.Kind, Keys: req.Keys, Versions: req.Versions, KeySize: req.KeySize}
+	w.close(keys, &row)
+	runtime.KeepAlive(ix)
+	return row, nil
+}
+
+// heapWindow measures the Go heap over one build: the TotalAlloc delta
+// over it (etcd's method) and the live heap after it, each reading taken
+// after two collections.
+type heapWindow struct {
+	before runtime.MemStats
+	start  time.Time
+}
+
+func openHeapWindow() *heapWindow {
+	w := &heapWindow{}
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&w.before)
+	w.start = time.Now()
+	return w
+}
+
+// close ends the build and fills row's heap figures and build time. It
+// drops the harness's keys first, so that key bytes count only as far as
+// the index keeps them.
+func (w *heapWindow) close(keys [][]byte, row *Row) {
+	var built, after runtime.MemStats
+	elapsed := time.Since(w.start)
 	runtime.ReadMemStats(&built)
 	clear(keys)
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(ix)
 	runtime.KeepAlive(keys)
-	return Row{
-		Kind:            req.Kind,
-		Keys:            req.Keys,
-		Versions:        req.Versions,
-		KeySize:         req.KeySize,
-		TotalAllocBytes: int64(built.TotalAlloc - before.TotalAlloc),
-		LiveHeapBytes:   int64(after.HeapAlloc) - int64(before.HeapAlloc),
-		BuildSeconds:    elapsed.Seconds(),
-	}, nil
+	row.TotalAllocBytes = int64(built.TotalAlloc - w.before.TotalAlloc)
+	row.LiveHeapBytes = int64(after.HeapAlloc) - int64(w.before.HeapAlloc)
+	row.BuildSeconds = elapsed.Seconds()
 }
 
 // Fit fits c1 and c2 of bytes = N*(c1 + key_size) + N*versions*c2 to the

@@ -3,8 +3,6 @@ package indexmem
 import (
 	"math/rand/v2"
 	"os"
-	"runtime"
-	"time"
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
@@ -41,11 +39,7 @@ func measureStore(req Request) (Row, error) {
 	keys := make([][]byte, req.Keys)
 	value := make([]byte, req.ValueSize)
 	vr := rand.New(rand.NewPCG(1, 2))
-	var before, built, after runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	start := time.Now()
+	w := openHeapWindow()
 	for i := range keys {
 		keys[i] = g.key(i, req.KeySize)
 	}
@@ -62,26 +56,12 @@ func measureStore(req Request) (Row, error) {
 			}
 		}
 	}
-	elapsed := time.Since(start)
-	runtime.ReadMemStats(&built)
-	clear(keys)
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	row := Row{Kind: "store", Keys: req.Keys, Versions: req.Versions, KeySize: req.KeySize, ValueSize: req.ValueSize}
+	w.close(keys, &row)
 	rss, _, err := procfs.RSS(os.Getpid())
 	if err != nil {
 		return Row{}, err
 	}
-	runtime.KeepAlive(keys)
-	return Row{
-		Kind:            "store",
-		Keys:            req.Keys,
-		Versions:        req.Versions,
-		KeySize:         req.KeySize,
-		ValueSize:       req.ValueSize,
-		TotalAllocBytes: int64(built.TotalAlloc - before.TotalAlloc),
-		LiveHeapBytes:   int64(after.HeapAlloc) - int64(before.HeapAlloc),
-		RSSBytes:        rss,
-		BuildSeconds:    elapsed.Seconds(),
-	}, nil
+	row.RSSBytes = rss
+	return row, nil
 }
