@@ -78,19 +78,7 @@ func TestLoadThenCompactHoldsTierTargets(t *testing.T) {
 		t.Skip("loads 19 MB in child processes")
 	}
 	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.DBPath = filepath.Join(dir, "fast")
-	cfg.WALDir = filepath.Join(dir, "wal")
-	cfg.BlockCacheSizeMB = 8
-	cfg.MemtableSizeMB = 1
-	cfg.TargetFileSizeBaseMB = 1
-	cfg.MaxBytesForLevelBaseMB = 1
-	cfg.CompressionDefault, cfg.CompressionBottommost = "none", "none"
-	cfg.DBPaths = []config.DBPath{
-		{Path: cfg.DBPath, TargetSizeBytes: 3 << 20},
-		{Path: filepath.Join(dir, "warm"), TargetSizeBytes: 16 << 20},
-		{Path: filepath.Join(dir, "cold"), TargetSizeBytes: 1 << 30},
-	}
+	cfg := tieredConfig(dir, 3<<20, 16<<20)
 	text, err := cfg.Marshal("toml")
 	if err != nil {
 		t.Fatal(err)
@@ -170,19 +158,7 @@ var tierLine = regexp.MustCompile(`db_paths\[(\d+)\] (\S+): (\d+) files, ([\d.]+
 // level-to-path map.
 func TestStatsShowsTierPaths(t *testing.T) {
 	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.DBPath = filepath.Join(dir, "fast")
-	cfg.WALDir = filepath.Join(dir, "wal")
-	cfg.BlockCacheSizeMB = 8
-	cfg.MemtableSizeMB = 1
-	cfg.TargetFileSizeBaseMB = 1
-	cfg.MaxBytesForLevelBaseMB = 1
-	cfg.CompressionDefault, cfg.CompressionBottommost = "none", "none"
-	cfg.DBPaths = []config.DBPath{
-		{Path: cfg.DBPath, TargetSizeBytes: 2 << 20},
-		{Path: filepath.Join(dir, "warm"), TargetSizeBytes: 3 << 20},
-		{Path: filepath.Join(dir, "cold"), TargetSizeBytes: 1 << 30},
-	}
+	cfg := tieredConfig(dir, 2<<20, 3<<20)
 	db, err := engine.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -257,4 +233,24 @@ func tableCount(t *testing.T, dir string) int {
 		}
 	}
 	return n
+}
+
+// tieredConfig is a small tiered database under dir: db_paths fast, warm
+// (targets as given) and a 1 GB cold path, the WAL apart, 1 MB memtables,
+// tables and base level, no compression.
+func tieredConfig(dir string, fast, warm uint64) *config.Config {
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(dir, "fast")
+	cfg.WALDir = filepath.Join(dir, "wal")
+	cfg.BlockCacheSizeMB = 8
+	cfg.MemtableSizeMB = 1
+	cfg.TargetFileSizeBaseMB = 1
+	cfg.MaxBytesForLevelBaseMB = 1
+	cfg.CompressionDefault, cfg.CompressionBottommost = "none", "none"
+	cfg.DBPaths = []config.DBPath{
+		{Path: cfg.DBPath, TargetSizeBytes: fast},
+		{Path: filepath.Join(dir, "warm"), TargetSizeBytes: warm},
+		{Path: filepath.Join(dir, "cold"), TargetSizeBytes: 1 << 30},
+	}
+	return cfg
 }
