@@ -451,13 +451,7 @@ func TestRaftAddRemoveMember(t *testing.T) {
 	if !errors.Is(err, ErrPeerURLExists) {
 		t.Fatalf("adding the same peer URL again: %v, want ErrPeerURLExists", err)
 	}
-	c.members = append(c.members, MemberConfig{Name: "s4", PeerURLs: []string{url}, ClientURLs: []string{"http://127.0.0.1:12382"}})
-	c.sms = append(c.sms, newKVSM())
-	n4, err := StartRaft(c.config(3, true), c.sms[3])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nodes = append(c.nodes, n4)
+	n4 := c.join("s4", url)
 	if n4.Status().MemberID != m.ID {
 		t.Fatalf("joined as %x, added as %x", n4.Status().MemberID, m.ID)
 	}
@@ -598,6 +592,21 @@ func TestRaftRefusesOtherCluster(t *testing.T) {
 	// The right config still starts.
 	c.restart(2)
 	c.converge()
+}
+
+// join starts a member added at run time (name at peer URL url) with
+// join = true and adds it to the cluster's members.
+func (c *testCluster) join(name, url string) Node {
+	c.t.Helper()
+	c.members = append(c.members, MemberConfig{Name: name, PeerURLs: []string{url}, ClientURLs: []string{"http://127.0.0.1:12382"}})
+	c.sms = append(c.sms, newKVSM())
+	i := len(c.members) - 1
+	n, err := StartRaft(c.config(i, true), c.sms[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.nodes = append(c.nodes, n)
+	return n
 }
 
 // waitStarted waits until every running member knows every running

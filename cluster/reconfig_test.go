@@ -74,13 +74,7 @@ func TestRaftLearner(t *testing.T) {
 	if err := c.nodes[1].PromoteMember(ctx, m.ID); !errors.Is(err, ErrLearnerNotReady) {
 		t.Fatalf("promoting a learner that has not started: %v, want ErrLearnerNotReady", err)
 	}
-	c.members = append(c.members, MemberConfig{Name: "s4", PeerURLs: []string{url}, ClientURLs: []string{"http://127.0.0.1:12382"}})
-	c.sms = append(c.sms, newKVSM())
-	n4, err := StartRaft(c.config(3, true), c.sms[3])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nodes = append(c.nodes, n4)
+	n4 := c.join("s4", url)
 	c.converge()
 	if got := c.sms[3].len(); got != 30 {
 		t.Fatalf("learner has %d keys, want 30", got)
