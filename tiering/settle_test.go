@@ -71,7 +71,7 @@ func TestMoveRate(t *testing.T) {
 	template := makeTemplate(t)
 	root := t.TempDir()
 	copyTree(t, template, root)
-	const rate = 8 << 20
+	const rate = 4 << 20
 	d := openTestDB(t, root, movedPaths, Options{DisableMover: true, MoveRate: rate})
 	start := time.Now()
 	if err := d.layout.Settle(context.Background()); err != nil {
@@ -82,7 +82,10 @@ func TestMoveRate(t *testing.T) {
 	// The first chunk (rate/10) goes unpaced.
 	floor := time.Duration(float64(st.MovedBytes-rate/10) / rate * float64(time.Second))
 	t.Logf("moved %d bytes in %v at %d B/s (floor %v)", st.MovedBytes, elapsed, rate, floor)
-	if st.MovedBytes < 1<<20 {
+	// At least 1/8 s of paced moving beyond the unpaced first chunk; how
+	// much Settle has to move depends on what Pebble's compactions placed
+	// on their own after the open (about 1-3.7 MB).
+	if st.MovedBytes < rate/10+rate/8 {
 		t.Fatalf("moved only %d bytes", st.MovedBytes)
 	}
 	if elapsed < floor {
