@@ -153,6 +153,9 @@ func (db *DB) compact(ctx context.Context, start, end []byte) error {
 		if len(tables) == 0 {
 			return nil
 		}
+		if db.testNoRewrites {
+			continue
+		}
 		if pass < touchPasses && !db.testChunksOnly {
 			if err := db.touchAndCompact(ctx, tables); err != nil {
 				return fmt.Errorf("engine: compact: %w", err)

@@ -115,6 +115,9 @@ type DB struct {
 	// testChunksOnly, set only by tests, skips touchAndCompact, so every
 	// table is rewritten chunk by chunk under the write guard.
 	testChunksOnly bool
+	// testNoRewrites, set only by tests, makes every rewrite pass do
+	// nothing, so the tables that kept another level's codec remain.
+	testNoRewrites bool
 	// openSnapshots counts snapshots not yet closed.
 	openSnapshots atomic.Int64
 

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,4 +223,28 @@ func TestNewSnapshotDuringCompactAll(t *testing.T) {
 		}
 	}
 	t.Logf("slowest NewSnapshot during CompactAll: %s", worst)
+}
+
+// TestCompactAllReportsCodecsLeft checks that CompactAll never returns a
+// silent nil while tables keep another level's codec: with the rewrite
+// passes disabled, the lz4 table that Pebble moved into L6 (zstd) is left,
+// and CompactAll says so with ErrCodecsRemain and the table's level.
+func TestCompactAllReportsCodecsLeft(t *testing.T) {
+	db := mustOpen(t, testConfig(t))
+	defer db.Close()
+	db.testNoRewrites = true
+	for i := range 2000 {
+		mustPut(t, db, key(i), doc(i, 700))
+	}
+	err := db.CompactAll()
+	if !errors.Is(err, ErrCodecsRemain) {
+		t.Fatalf("CompactAll with the rewrites disabled = %v, want ErrCodecsRemain", err)
+	}
+	if !strings.Contains(err.Error(), "1 table(s)") || !strings.Contains(err.Error(), "L6") {
+		t.Errorf("error %q does not say how many tables and which level", err)
+	}
+	db.testNoRewrites = false
+	if err := db.CompactAll(); err != nil {
+		t.Fatalf("CompactAll with the rewrites back: %v", err)
+	}
 }
