@@ -2,40 +2,24 @@ package admin
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/fsutil"
 )
 
-// fileListing lists every file under dirs with its size and modification
-// time, one line each, sorted.
+// fileListing is fsutil.Listing for a test.
 func fileListing(t *testing.T, dirs ...string) []string {
 	t.Helper()
-	var out []string
-	for _, dir := range dirs {
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			out = append(out, fmt.Sprintf("%s %d %s", path, info.Size(), info.ModTime().Format("15:04:05.000000000")))
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+	l, err := fsutil.Listing(dirs...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	sort.Strings(out)
-	return out
+	return l
 }
 
 // TestReadCommandsOnTieredDatabase opens a database created with several

@@ -195,7 +195,7 @@ func DBConfig(dir string) (cfg *config.Config, found bool, err error) {
 	return config.RecordedConfig(dir)
 }
 
-// RunDoctor opens the database, loads Input if given, probes it with point
+// RunDoctor opens the database (read-only unless Input is given), loads Input if given, probes it with point
 // reads of sampled present keys (one full scan samples them) and of absent
 // keys next to them, reads its metrics and turns the troubleshooting section
 // of the THEMIS RocksDB tuning guide into findings. The database is closed before it returns.
@@ -208,7 +208,10 @@ func RunDoctor(ctx context.Context, o DoctorOptions) (rep *DoctorReport, err err
 		probe = DefaultProbe
 	}
 	cfg := o.Config
-	db, err := engine.Open(cfg)
+	// Diagnosing an existing database changes nothing on disk (no OPTIONS
+	// rewrite with the flags' config, no compaction): only a run that
+	// loads Input writes.
+	db, err := engine.Open(cfg, engine.Options{ReadOnly: o.Input == nil})
 	if err != nil {
 		return nil, err
 	}

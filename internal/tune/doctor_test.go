@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/fsutil"
 	"github.com/stratadb/strata/internal/report"
 )
 
@@ -231,5 +233,29 @@ func TestFindings(t *testing.T) {
 	}
 	if moreBloomBits(10) != 16 || moreBloomBits(16) != 22 || moreBloomBits(62) != 64 {
 		t.Error("moreBloomBits")
+	}
+}
+
+// TestDoctorChangesNothing checks that diagnosing an existing database,
+// even with flags that differ from its recorded config, leaves every file
+// as it was (size and mtime): the doctor opens it read-only.
+func TestDoctorChangesNothing(t *testing.T) {
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(t.TempDir(), "db")
+	loadDB(t, cfg, false)
+	before, err := fsutil.Listing(cfg.DBPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.CompressionDefault = "snappy"
+	if _, err := RunDoctor(context.Background(), DoctorOptions{Config: cfg, Probe: 200}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := fsutil.Listing(cfg.DBPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(before, after) {
+		t.Errorf("the doctor changed the database's files:\nbefore %q\nafter  %q", before, after)
 	}
 }
