@@ -630,7 +630,8 @@ func newDoctorCommand(g *globalFlags) *cobra.Command {
 	return cli.Command(&cobra.Command{
 		Use:   "doctor",
 		Short: "Diagnose a database: findings with the figure, the key to change and the value to try",
-		Long: `doctor opens a database, loads --input first if given (counting write
+		Long: `doctor opens a database (read-only: nothing on disk changes, unless
+--input is given, which it loads first, counting write
 stalls), probes it with point reads of present keys (sampled by one full scan)
 and of absent keys next to them, reads its metrics and turns the tuning
 guide's troubleshooting section into findings:
