@@ -630,10 +630,10 @@ func newDoctorCommand(g *globalFlags) *cobra.Command {
 	return cli.Command(&cobra.Command{
 		Use:   "doctor",
 		Short: "Diagnose a database: findings with the figure, the key to change and the value to try",
-		Long: `doctor opens a database (read-only: nothing on disk changes, unless
---input is given, which it loads first, counting write
-stalls), probes it with point reads of present keys (sampled by one full scan)
-and of absent keys next to them, reads its metrics and turns the tuning
+		Long: `doctor opens a database read-only (nothing on disk changes) or, with
+--input, loads that first (counting write stalls); then it probes it with point
+reads of present keys (sampled by one full scan) and of absent keys next
+to them, reads its metrics and turns the tuning
 guide's troubleshooting section into findings:
 
   slow point lookups (no bloom filters, or filters that let absent keys
