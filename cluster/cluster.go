@@ -47,6 +47,27 @@ type StateMachine interface {
 	Restore(r io.Reader, index uint64) error
 }
 
+// BatchApplier is implemented by a StateMachine that applies several
+// commands together more cheaply than one at a time (the server's, over
+// the mvcc store, with one engine commit for all). A raft Node hands it
+// each run of consecutive commands of the committed entries it applies at
+// once, in log order, instead of calling Apply for each. Its contract is
+// Apply's, command by command: results[i] is cmds[i]'s result (an error
+// the command causes belongs there), the commands are applied in order,
+// each seeing the ones before it, and a non-nil error (storage failed)
+// stops the Node. The state machine's AppliedIndex must never name a
+// command of the batch whose state a restart could lose: recording all of
+// the batch with its last index atomically does it.
+type BatchApplier interface {
+	ApplyBatch(cmds []Command) (results []any, err error)
+}
+
+// Command is a state machine command at its log position.
+type Command struct {
+	Index uint64
+	Data  []byte
+}
+
 // Node orders, replicates and applies the writes of one member.
 type Node interface {
 	// Propose submits cmd and returns the result of applying it on this

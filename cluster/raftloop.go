@@ -337,8 +337,14 @@ func (n *raftNode) appliedSignal() <-chan struct{} {
 	return n.appliedWake
 }
 
+// applyEntries applies committed entries in log order. With a
+// BatchApplier state machine each run of consecutive commands goes to
+// ApplyBatch at once (flushed before any other entry, so conf changes and
+// member attributes keep their place in the order).
 func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 	last := n.applied.Load()
+	ba, batching := n.sm.(BatchApplier)
+	var run []*pb.Entry
 	for _, e := range ents {
 		idx := e.GetIndex()
 		if idx <= last {
@@ -347,6 +353,17 @@ func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 		if idx != last+1 {
 			return fmt.Errorf("cluster: committed entry %d follows applied entry %d: a gap", idx, last)
 		}
+		last = idx
+		if batching && e.GetType() == pb.EntryNormal && isCommand(e.GetData()) {
+			if idx > n.smApplied { // else the state machine has it (restart, or data newer than its snapshot)
+				run = append(run, e)
+			}
+			continue
+		}
+		if err := n.applyCommands(ba, run); err != nil {
+			return err
+		}
+		run = run[:0]
 		var err error
 		switch e.GetType() {
 		case pb.EntryNormal:
@@ -359,9 +376,49 @@ func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 		if err != nil {
 			return err
 		}
-		last = idx
+	}
+	if err := n.applyCommands(ba, run); err != nil {
+		return err
 	}
 	n.setApplied(last)
+	return nil
+}
+
+// isCommand reports whether a normal entry's data is a state machine
+// command.
+func isCommand(data []byte) bool { return len(data) >= proposalHeader && data[0] == kindCommand }
+
+// proposal splits a proposal's data (at least proposalHeader bytes) into
+// its proposer, request ID and body.
+func proposal(data []byte) (proposer, reqID uint64, body []byte) {
+	return binary.BigEndian.Uint64(data[1:]), binary.BigEndian.Uint64(data[9:]), data[proposalHeader:]
+}
+
+// applyCommands applies a run of command entries with one ApplyBatch and
+// hands each result to its proposer, in log order.
+func (n *raftNode) applyCommands(ba BatchApplier, ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	cmds := make([]Command, len(ents))
+	for i, e := range ents {
+		_, _, body := proposal(e.GetData())
+		cmds[i] = Command{Index: e.GetIndex(), Data: body}
+	}
+	first, last := cmds[0].Index, cmds[len(cmds)-1].Index
+	results, err := ba.ApplyBatch(cmds)
+	if err != nil {
+		return fmt.Errorf("cluster: state machine cannot apply entries %d-%d: %w", first, last, err)
+	}
+	if len(results) != len(cmds) {
+		return fmt.Errorf("cluster: state machine returned %d results for the %d entries %d-%d", len(results), len(cmds), first, last)
+	}
+	n.smApplied = last
+	for i, e := range ents {
+		if proposer, reqID, _ := proposal(e.GetData()); proposer == n.id {
+			n.wait.trigger(reqID, applyResult{result: results[i]})
+		}
+	}
 	return nil
 }
 
@@ -372,9 +429,7 @@ func (n *raftNode) applyNormal(idx uint64, data []byte) error {
 	if len(data) < proposalHeader {
 		return fmt.Errorf("cluster: entry %d: %d bytes is too short for a proposal", idx, len(data))
 	}
-	proposer := binary.BigEndian.Uint64(data[1:])
-	reqID := binary.BigEndian.Uint64(data[9:])
-	body := data[proposalHeader:]
+	proposer, reqID, body := proposal(data)
 	switch data[0] {
 	case kindCommand:
 		if idx <= n.smApplied {

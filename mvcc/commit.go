@@ -3,6 +3,7 @@ package mvcc
 import (
 	"fmt"
 
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc/keyindex"
 )
 
@@ -35,7 +36,8 @@ type pending struct {
 	// pubMu.
 	synced bool
 	err    error
-	// done is closed when it is published (or failed: err is set).
+	// done is closed when it is published (or failed: err is set). Of the
+	// pendings one engine batch commits, only the last has one.
 	done chan struct{}
 }
 
@@ -43,6 +45,9 @@ type pending struct {
 type writeTxn struct {
 	s     *Store
 	index uint64
+	// b is the Batch the write is staged in, nil for a write committed by
+	// itself.
+	b *Batch
 	// begin is the revision before the write (the last assigned).
 	begin int64
 	// writes are the txn's changes; write i is revision {begin+1, i}.
@@ -64,6 +69,38 @@ func (s *Store) beginWrite(index uint64) (*writeTxn, error) {
 		return nil, fmt.Errorf("%w: index %d, last applied %d", ErrAlreadyApplied, index, s.lastIndex)
 	}
 	return &writeTxn{s: s, index: index, begin: s.lastRev}, nil
+}
+
+// lockWrite starts a write of log index index: by itself under writeMu
+// (b nil), or staged in b, which holds writeMu already. On error nothing
+// is held.
+func (s *Store) lockWrite(b *Batch, index uint64) (*writeTxn, error) {
+	if b == nil {
+		s.writeMu.Lock()
+		t, err := s.beginWrite(index)
+		if err != nil {
+			s.writeMu.Unlock()
+			return nil, err
+		}
+		return t, nil
+	}
+	if err := b.check(index); err != nil {
+		return nil, err
+	}
+	t, err := s.beginWrite(index)
+	if err != nil {
+		return nil, err
+	}
+	t.b = b
+	return t, nil
+}
+
+// unlock ends a write that wrote nothing: it releases writeMu unless the
+// write is staged in a Batch, which keeps it.
+func (t *writeTxn) unlock() {
+	if t.b == nil {
+		t.s.writeMu.Unlock()
+	}
 }
 
 // rev is the revision the txn's reads see: its own once it has written.
@@ -101,6 +138,12 @@ func (t *writeTxn) fetch(r keyindex.Revision) (record, error) {
 	if r.Main == t.begin+1 && r.Sub < int64(len(t.writes)) {
 		return t.writes[r.Sub].record(), nil
 	}
+	if t.b != nil {
+		// Written by an earlier entry of the batch: not in the engine yet.
+		if w := t.b.staged(r); w != nil {
+			return w.record(), nil
+		}
+	}
 	return t.s.fetch(r)
 }
 
@@ -123,19 +166,27 @@ func (s *Store) fetch(r keyindex.Revision) (record, error) {
 
 // abort ends a write that failed after it changed the index: the store
 // fails (reopen it), since memory no longer matches storage. It releases
-// writeMu.
+// writeMu (a Batch releases it at Commit).
 func (t *writeTxn) abort(err error) error {
 	err = t.s.fail(fmt.Errorf("mvcc: store failed, reopen it: write of revision %d: %w", t.begin+1, err))
-	t.s.writeMu.Unlock()
+	t.unlock()
 	return err
 }
 
 // finish commits the txn, releases writeMu, waits until the batch is
 // durable and published, and returns resp with its revision. A txn with
 // nothing to write waits until every write it may have read is published.
+// A txn staged in a Batch only adds its writes to the batch and returns:
+// Batch.Commit commits and publishes them.
 func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	s := t.s
 	resp.Rev = t.rev()
+	if t.b != nil {
+		if err := t.b.stage(t); err != nil {
+			return TxnResponse{}, t.abort(err)
+		}
+		return resp, nil
+	}
 	if len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 {
 		p := s.tail()
 		s.writeMu.Unlock()
@@ -149,71 +200,116 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	var key, val []byte
+	var scratch [2][]byte
+	p, err := t.put(b, &scratch)
+	if err != nil {
+		return TxnResponse{}, t.abort(err)
+	}
+	if err := s.commitLocked(b, []*pending{p}); err != nil {
+		return TxnResponse{}, err
+	}
+	return resp, nil
+}
+
+// put adds the txn's records, lease changes and revision to eb (scratch
+// holds reusable key and value buffers) and returns its pending
+// publication. The records go to the record cache too: the next put of
+// a hot key returns one as its prev_kv, and reads of the key fetch it (a
+// failed commit fails the store, cache and all).
+func (t *writeTxn) put(eb *engine.Batch, scratch *[2][]byte) (*pending, error) {
+	key, val := scratch[0], scratch[1]
+	defer func() { scratch[0], scratch[1] = key, val }()
 	for i := range t.writes {
 		r := t.writes[i].record()
 		key = appendRevKey(key[:0], t.writes[i].rev)
 		val = appendRecord(val[:0], &r)
-		if err := b.Put(key, val); err != nil {
-			return TxnResponse{}, t.abort(err)
+		if err := eb.Put(key, val); err != nil {
+			return nil, err
 		}
-		// The next put of a hot key returns this as its prev_kv, and
-		// reads of the key fetch it: keep it (a failed commit below
-		// fails the store, cache and all).
-		s.recs.add(t.writes[i].rev, val)
+		t.s.recs.add(t.writes[i].rev, val)
 	}
-	p := &pending{index: t.index, writes: t.writes, done: make(chan struct{})}
+	p := &pending{index: t.index, writes: t.writes}
 	if len(t.writes) > 0 {
 		p.rev = t.begin + 1
-		if err := b.Put(metaRev, encodeInt64(p.rev)); err != nil {
-			return TxnResponse{}, t.abort(err)
-		}
 	}
 	for _, l := range t.leasePuts {
-		if err := b.Put(leaseKey(l[0]), encodeInt64(l[1])); err != nil {
-			return TxnResponse{}, t.abort(err)
+		if err := eb.Put(leaseKey(l[0]), encodeInt64(l[1])); err != nil {
+			return nil, err
 		}
 	}
 	for _, id := range t.leaseDels {
-		if err := b.Delete(leaseKey(id)); err != nil {
-			return TxnResponse{}, t.abort(err)
+		if err := eb.Delete(leaseKey(id)); err != nil {
+			return nil, err
 		}
 	}
-	if t.index != 0 {
-		if err := b.Put(metaApplied, encodeInt64(int64(t.index))); err != nil {
-			return TxnResponse{}, t.abort(err)
+	return p, nil
+}
+
+// commitLocked commits eb, which holds the writes of ps (in revision
+// order, at least one), with the store's revision and applied index as of
+// the last of them, so after a crash either all of ps are in storage or
+// none. Then it queues ps, releases writeMu, waits for the WAL sync and
+// publishes, and returns once the last of ps is published. The caller
+// holds writeMu; on error the store has failed.
+func (s *Store) commitLocked(eb *engine.Batch, ps []*pending) error {
+	var rev int64
+	var index uint64
+	for _, p := range ps {
+		if p.rev != 0 {
+			rev = p.rev
+		}
+		if p.index != 0 {
+			index = p.index
 		}
 	}
-	if err := b.CommitNoSyncWait(); err != nil {
-		return TxnResponse{}, t.abort(err)
+	fail := func(err error) error {
+		err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
+		s.writeMu.Unlock()
+		return err
+	}
+	if rev != 0 {
+		if err := eb.Put(metaRev, encodeInt64(rev)); err != nil {
+			return fail(err)
+		}
+	}
+	if index != 0 {
+		if err := eb.Put(metaApplied, encodeInt64(int64(index))); err != nil {
+			return fail(err)
+		}
+	}
+	if err := eb.CommitNoSyncWait(); err != nil {
+		return fail(err)
 	}
 	var syncErr error
 	if s.opts.hooks.syncUnderLock {
-		syncErr = b.SyncWait()
+		syncErr = eb.SyncWait()
 	}
-	if p.rev != 0 {
-		s.lastRev = p.rev
+	if rev != 0 {
+		s.lastRev = rev
 	}
-	if p.index != 0 {
-		s.lastIndex = p.index
+	if index != 0 {
+		s.lastIndex = index
 	}
+	// Only the last is waited for (see Store.tail): the others are
+	// published before it.
+	last := ps[len(ps)-1]
+	last.done = make(chan struct{})
 	s.pubMu.Lock()
-	s.queue = append(s.queue, p)
+	s.queue = append(s.queue, ps...)
 	s.pubMu.Unlock()
 	s.writeMu.Unlock()
 
-	if err := b.SyncWait(); err != nil {
+	if err := eb.SyncWait(); err != nil {
 		syncErr = err
 	}
 	s.pubMu.Lock()
-	p.synced, p.err = true, syncErr
+	for _, p := range ps {
+		p.synced, p.err = true, syncErr
+	}
 	s.publishLocked()
 	s.pubMu.Unlock()
-	<-p.done
-	if p.err != nil {
-		return TxnResponse{}, p.err
-	}
-	return resp, nil
+	<-last.done
+	return last.err
 }
 
 // publishLocked publishes the synced prefix of the queue, in order. The
@@ -246,7 +342,9 @@ func (s *Store) publishLocked() {
 			}
 		}
 		p.writes = nil
-		close(p.done)
+		if p.done != nil {
+			close(p.done)
+		}
 	}
 }
 
@@ -288,21 +386,27 @@ func (s *Store) failure() error {
 // skipOnError returns err, a rejected request, after recording index as
 // applied: a log entry that fails deterministically is applied too.
 func (s *Store) skipOnError(index uint64, err error) error {
+	return s.skipOnErrorIn(nil, index, err)
+}
+
+// skipOnErrorIn is skipOnError for a write staged in b (nil: by itself).
+func (s *Store) skipOnErrorIn(b *Batch, index uint64, err error) error {
 	if index == 0 {
 		return err
 	}
-	if serr := s.skip(index); serr != nil {
+	if serr := s.skipIn(b, index); serr != nil {
 		return serr
 	}
 	return err
 }
 
 // skip records index as applied with no other change.
-func (s *Store) skip(index uint64) error {
-	s.writeMu.Lock()
-	t, err := s.beginWrite(index)
+func (s *Store) skip(index uint64) error { return s.skipIn(nil, index) }
+
+// skipIn is skip for a write staged in b (nil: by itself).
+func (s *Store) skipIn(b *Batch, index uint64) error {
+	t, err := s.lockWrite(b, index)
 	if err != nil {
-		s.writeMu.Unlock()
 		return err
 	}
 	_, err = t.finish(TxnResponse{})

@@ -54,23 +54,26 @@ func (s *Store) DeleteRange(key, end []byte) (rev, deleted int64, err error) {
 func (s *Store) Txn(req TxnRequest) (TxnResponse, error) { return s.txn(0, req) }
 
 func (s *Store) txn(index uint64, req TxnRequest) (TxnResponse, error) {
+	return s.txnIn(nil, index, req)
+}
+
+// txnIn is txn by itself (b nil) or staged in b.
+func (s *Store) txnIn(b *Batch, index uint64, req TxnRequest) (TxnResponse, error) {
 	if err := checkTxn(&req); err != nil {
-		return TxnResponse{}, s.skipOnError(index, err)
+		return TxnResponse{}, s.skipOnErrorIn(b, index, err)
 	}
 	if index == 0 && req.readOnly() {
 		return s.readTxn(req)
 	}
-	s.writeMu.Lock()
-	t, err := s.beginWrite(index)
+	t, err := s.lockWrite(b, index)
 	if err != nil {
-		s.writeMu.Unlock()
 		return TxnResponse{}, err
 	}
 	// Only writers change the index and they hold writeMu, so the writer
 	// reads it without mu.
-	ok, err := s.compare(req.Compare, t.begin, s.fetch)
+	ok, err := s.compare(req.Compare, t.begin, t.fetch)
 	if err != nil {
-		s.writeMu.Unlock()
+		t.unlock()
 		return TxnResponse{}, err
 	}
 	ops := req.Success

@@ -34,30 +34,107 @@ type applyResult struct {
 	err  error
 }
 
-var _ cluster.StateMachine = (*applier)(nil)
+var (
+	_ cluster.StateMachine = (*applier)(nil)
+	_ cluster.BatchApplier = (*applier)(nil)
+)
+
+// entryWriter is where a command's writes go: the store's Entry (one
+// engine commit per command) or an mvcc.Batch's (one for a run of
+// commands).
+type entryWriter interface {
+	Txn(mvcc.TxnRequest) (mvcc.TxnResponse, error)
+	Skip() error
+}
 
 // Apply decodes and applies one command. Index 0 (the single member's
 // Local node) records no log position.
 func (a *applier) Apply(index uint64, cmd []byte) (any, error) {
+	r, bad := decodeCommand(cmd)
+	if bad != nil {
+		return bad, nil
+	}
+	return result(a.apply(a.store.Entry(index), index, r))
+}
+
+// ApplyBatch applies a run of commands (cluster.BatchApplier) with one
+// engine commit: puts, deletes and txns (and commands the store does not
+// know, which only record their index) are staged in one mvcc.Batch,
+// whose commit records the last index with all their writes. A
+// compaction or a lease grant or revocation commits what is staged first
+// and applies by itself, in its place in the order.
+func (a *applier) ApplyBatch(cmds []cluster.Command) ([]any, error) {
+	results := make([]any, len(cmds))
+	var b *mvcc.Batch
+	commit := func() error {
+		if b == nil {
+			return nil
+		}
+		err := b.Commit()
+		b = nil
+		return err
+	}
+	for i, c := range cmds {
+		r, bad := decodeCommand(c.Data)
+		if bad != nil {
+			results[i] = bad
+			continue
+		}
+		var w entryWriter
+		if r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil {
+			if err := commit(); err != nil {
+				return nil, err
+			}
+			w = a.store.Entry(c.Index)
+		} else {
+			if b == nil {
+				b = a.store.BeginBatch()
+			}
+			w = b.Entry(c.Index)
+		}
+		res, err := result(a.apply(w, c.Index, r))
+		if err != nil {
+			// The store failed: release the batch (it commits nothing
+			// after a failure) and stop.
+			_ = commit()
+			return nil, err
+		}
+		results[i] = res
+	}
+	if err := commit(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// decodeCommand decodes a command, or returns the result of one that does
+// not decode.
+func decodeCommand(cmd []byte) (*pb.InternalRaftRequest, *applyResult) {
 	var r pb.InternalRaftRequest
 	if err := proto.Unmarshal(cmd, &r); err != nil {
-		return &applyResult{err: invalid("command does not decode: %v", err)}, nil
+		return nil, &applyResult{err: invalid("command does not decode: %v", err)}
 	}
-	resp, err := a.apply(index, &r)
+	return &r, nil
+}
+
+// result sorts apply's outcome: a response or the command's own error is
+// the result, any other error the store's.
+func result(resp proto.Message, err error) (any, error) {
 	if err != nil && !commandError(err) {
 		return nil, err
 	}
 	return &applyResult{resp: resp, err: err}, nil
 }
 
-func (a *applier) apply(index uint64, r *pb.InternalRaftRequest) (proto.Message, error) {
+// apply applies r, at log position index, its writes going to w.
+func (a *applier) apply(w entryWriter, index uint64, r *pb.InternalRaftRequest) (proto.Message, error) {
 	switch {
 	case r.Put != nil:
-		return a.put(index, r.Put)
+		return a.put(w, r.Put)
 	case r.DeleteRange != nil:
-		return a.deleteRange(index, r.DeleteRange)
+		return a.deleteRange(w, r.DeleteRange)
 	case r.Txn != nil:
-		return a.txn(index, r.Txn)
+		return a.txnOn(w, r.Txn)
 	case r.Compaction != nil:
 		return a.compact(index, r.Compaction)
 	case r.LeaseGrant != nil:
@@ -65,11 +142,10 @@ func (a *applier) apply(index uint64, r *pb.InternalRaftRequest) (proto.Message,
 	case r.LeaseRevoke != nil:
 		return a.leaseRevoke(index, r.LeaseRevoke)
 	}
-	if index != 0 {
-		// Applied on every member alike, so the log position is kept.
-		if err := a.store.Entry(index).Skip(); err != nil {
-			return nil, err
-		}
+	// Applied on every member alike, so the log position is kept (Skip
+	// of index 0 records nothing).
+	if err := w.Skip(); err != nil {
+		return nil, err
 	}
 	return nil, unsupported("command %v", r)
 }
@@ -106,12 +182,12 @@ func commandError(err error) bool {
 	return false
 }
 
-func (a *applier) put(index uint64, r *pb.PutRequest) (*pb.PutResponse, error) {
+func (a *applier) put(w entryWriter, r *pb.PutRequest) (*pb.PutResponse, error) {
 	op, err := putOp(r)
 	if err != nil {
 		return nil, err
 	}
-	res, err := a.store.Entry(index).Txn(mvcc.TxnRequest{Success: []mvcc.Op{op}})
+	res, err := w.Txn(mvcc.TxnRequest{Success: []mvcc.Op{op}})
 	if err != nil {
 		return nil, err
 	}
@@ -122,15 +198,21 @@ func (a *applier) put(index uint64, r *pb.PutRequest) (*pb.PutResponse, error) {
 	return resp, nil
 }
 
-func (a *applier) deleteRange(index uint64, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	res, err := a.store.Entry(index).Txn(mvcc.TxnRequest{Success: []mvcc.Op{deleteOp(r)}})
+func (a *applier) deleteRange(w entryWriter, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	res, err := w.Txn(mvcc.TxnRequest{Success: []mvcc.Op{deleteOp(r)}})
 	if err != nil {
 		return nil, err
 	}
 	return deleteResponse(res.Responses[0], res.Rev), nil
 }
 
+// txn applies a Txn at log position index (0: outside the log, as a
+// read-only txn is served).
 func (a *applier) txn(index uint64, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	return a.txnOn(a.store.Entry(index), r)
+}
+
+func (a *applier) txnOn(w entryWriter, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := checkTxnSize(r); err != nil {
 		return nil, err
 	}
@@ -151,7 +233,7 @@ func (a *applier) txn(index uint64, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	}
 	// A read-only txn with index 0 (served outside the log) is a read in
 	// mvcc: it takes no write lock.
-	res, err := a.store.Entry(index).Txn(req)
+	res, err := w.Txn(req)
 	if err != nil {
 		return nil, err
 	}
