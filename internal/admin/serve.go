@@ -11,6 +11,7 @@ import (
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/internal/cmalloc"
 	"github.com/stratadb/strata/server"
 )
 
@@ -89,6 +90,7 @@ in flight and closes the database. See docs/server.md.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			goLimit := applyGoMemoryLimit(ctx, cfg.Server)
+			mallocSet := cmalloc.Tune(cmalloc.ServerSettings)
 			began := time.Now()
 			srv, err := server.Start(cfg, server.Options{Logger: g.logger(cmd)})
 			if err != nil {
@@ -101,9 +103,9 @@ in flight and closes the database. See docs/server.md.`,
 			eff := cfg.Clone()
 			eff.ApplyMemoryBudget()
 			out := cmd.OutOrStdout()
-			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, sync %v, memtable %d MB x %d, block cache %d MB, Go memory limit %s; started in %s)\n",
+			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, sync %v, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s; started in %s)\n",
 				scheme, srv.Addr(), cfg.DBPath, cfg.Sync, eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
-				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), formatElapsed(time.Since(began))); err != nil {
+				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, formatElapsed(time.Since(began))); err != nil {
 				_ = srv.Close()
 				return err
 			}

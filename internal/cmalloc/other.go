@@ -1,0 +1,9 @@
+//go:build !(cgo && linux)
+
+package cmalloc
+
+const available = false
+
+func setArenaMax(int) bool      { return false }
+func setMmapThreshold(int) bool { return false }
+func mappedDuring(int) int      { return 0 }
