@@ -72,6 +72,8 @@ func allChanged() *Config {
 			ClientCAFile:         "/etc/strata/ca.pem",
 			MaxConcurrentStreams: 100,
 			MemoryBudgetMB:       256,
+
+			WatchProgressNotifyIntervalMS: 60000,
 		},
 		Cluster: ClusterConfig{
 			Name:       "s2",

@@ -67,6 +67,14 @@ type ServerConfig struct {
 	// memtables and block cache are outside the Go heap (memory_budget_mb
 	// bounds them). -1..1048576. The default value is 0.
 	GoMemoryLimitMB int64 `toml:"go_memory_limit_mb" yaml:"go_memory_limit_mb" json:"go_memory_limit_mb"`
+	// WatchProgressNotifyIntervalMS is how often a watcher created with
+	// progress_notify (clientv3.WithProgressNotify, etcdctl watch
+	// --progress-notify) that delivered no event meanwhile gets an empty
+	// response carrying the revision it has seen up to, so a client can
+	// resume from there without missing or repeating events. etcd's
+	// default (--experimental-watch-progress-notify-interval) is 10
+	// minutes. 10..86400000. The default value is 600000.
+	WatchProgressNotifyIntervalMS int64 `toml:"watch_progress_notify_interval_ms" yaml:"watch_progress_notify_interval_ms" json:"watch_progress_notify_interval_ms"`
 }
 
 // AutoGoMemoryLimitFloorMB and AutoGoMemoryLimitSlackMB shape the automatic
@@ -91,6 +99,8 @@ func defaultServer() ServerConfig {
 		MaxValueBytes:        MaxValueBytesLimit,
 		MaxConcurrentStreams: 1<<32 - 1,
 		MemoryBudgetMB:       32,
+
+		WatchProgressNotifyIntervalMS: 600000,
 	}
 }
 
@@ -148,6 +158,7 @@ func (s *ServerConfig) validate(v *validator) {
 	v.between("server.max_concurrent_streams", s.MaxConcurrentStreams, 1, 1<<32-1)
 	v.between("server.memory_budget_mb", s.MemoryBudgetMB, 0, 1<<20)
 	v.between("server.go_memory_limit_mb", s.GoMemoryLimitMB, -1, 1<<20)
+	v.between("server.watch_progress_notify_interval_ms", s.WatchProgressNotifyIntervalMS, 10, 86400000)
 }
 
 // checkListen requires host:port with a numeric port.

@@ -47,6 +47,7 @@ func TestServerSectionErrors(t *testing.T) {
 		{"[server]\nclient_ca_file = \"ca.pem\"\n", "server.client_ca_file = \"ca.pem\": requires server.cert_file"},
 		{"[server]\nmax_concurrent_streams = 0\n", "server.max_concurrent_streams = 0: must be from 1 to 4294967295"},
 		{"[server]\ngo_memory_limit_mb = -2\n", "server.go_memory_limit_mb = -2: must be from -1 to 1048576"},
+		{"[server]\nwatch_progress_notify_interval_ms = 5\n", "server.watch_progress_notify_interval_ms = 5: must be from 10 to 86400000"},
 	} {
 		_, err := Parse([]byte(tt.file), "toml")
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -44,7 +44,9 @@ type Watcher struct {
 	// next is the first revision not yet in pending or delivered.
 	next    int64
 	pending []wevent
-	err     error
+	// inflight is set while run hands a batch taken from pending to C.
+	inflight bool
+	err      error
 	stopped bool
 	// overflows counts the buffer overflows (for tests).
 	overflows int
@@ -116,6 +118,23 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 
 // Close stops the watcher.
 func (w *Watcher) Close() { w.cancel() }
+
+// Progress returns the revision up to which the watcher has handed every
+// event of its range to C, with ok false while it still has events to
+// hand over (reading history, a batch pending or on its way). It is what
+// etcd's progress notifications report: a client that got every batch
+// from C so far has seen all changes to its range up to rev, even when
+// none of the latest revisions touched the range. Call it from the
+// goroutine that reads C, between two reads, so that no batch is held
+// outside the watcher.
+func (w *Watcher) Progress() (rev int64, ok bool) {
+	w.s.watchMu.Lock()
+	defer w.s.watchMu.Unlock()
+	if !w.synced || w.stopped || len(w.pending) > 0 || w.inflight {
+		return 0, false
+	}
+	return w.next - 1, true
+}
 
 // Err returns why the watcher stopped, nil while it runs.
 func (w *Watcher) Err() error {
@@ -228,8 +247,13 @@ func (w *Watcher) run() {
 		if len(w.pending) > 0 {
 			evs := w.pending
 			w.pending = nil
+			w.inflight = true
 			s.watchMu.Unlock()
-			if !w.send(evs) {
+			ok := w.send(evs)
+			s.watchMu.Lock()
+			w.inflight = false
+			s.watchMu.Unlock()
+			if !ok {
 				return
 			}
 			continue

@@ -302,3 +302,54 @@ func TestWatchFromCompactedRevision(t *testing.T) {
 		t.Fatalf("after the next compaction storage holds %v", got)
 	}
 }
+
+// TestWatchProgress checks the revision a watcher reports for etcd's
+// progress notifications: writes outside its range advance it, and while
+// an event of its range is not yet taken from C it reports nothing, so a
+// client can never be told it has seen a revision whose event it has not
+// received; a watcher reading history reports nothing until caught up.
+func TestWatchProgress(t *testing.T) {
+	s, _ := newMemStore(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := s.Watch(ctx, []byte("a"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revB, _ := s.Put([]byte("b"), []byte("x"))
+	if rev, ok := w.Progress(); !ok || rev != revB {
+		t.Fatalf("after a write outside the range: Progress = %d, %v; want %d, true", rev, ok, revB)
+	}
+	revA, _ := s.Put([]byte("a"), []byte("1"))
+	// Whether the event still waits in the watcher's buffer or is on its
+	// way into C, the watcher has not handed it over.
+	for range 3 {
+		if rev, ok := w.Progress(); ok {
+			t.Fatalf("with the event of %d not yet read from C: Progress = %d, true", revA, rev)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	collect(t, w, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rev, ok := w.Progress()
+		if ok {
+			if rev != revA {
+				t.Fatalf("after the event was read: Progress = %d, want %d", rev, revA)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Progress never reported the revision of the event read")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	past, err := s.Watch(ctx, []byte("a"), nil, revA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, ok := past.Progress(); ok {
+		t.Fatalf("a watcher with history to deliver: Progress = %d, true", rev)
+	}
+	collect(t, past, 1)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -42,6 +43,9 @@ type streamWatcher struct {
 	w        *mvcc.Watcher
 	noPut    bool
 	noDelete bool
+	// progress ticks every server.watch_progress_notify_interval_ms for
+	// a watcher created with progress_notify, nil otherwise.
+	progress *time.Ticker
 	// cancelled is set when the client cancelled it (its canceled reply
 	// is already sent).
 	cancelled bool
@@ -132,6 +136,9 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 	}
 	w, err := st.s.store.Watch(st.ctx, r.Key, r.RangeEnd, r.StartRevision, opts...)
 	sw := &streamWatcher{w: w}
+	if err == nil && r.ProgressNotify {
+		sw.progress = time.NewTicker(time.Duration(st.s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond)
+	}
 	for _, f := range r.Filters {
 		switch f {
 		case pb.WatchCreateRequest_NOPUT:
@@ -174,10 +181,45 @@ func (st *watchStream) canceled(id int64, err error) *pb.WatchResponse {
 	return r
 }
 
-// deliver sends the watcher's events until it stops.
+// deliver sends the watcher's events until it stops and, for a watcher
+// created with progress_notify, a progress notification at each tick of
+// its interval in which it sent no event: an empty response whose header
+// revision is the one the watcher has delivered every event up to, as
+// etcd sends (clientv3's IsProgressNotify). The notification goes out
+// from this goroutine, between two batches, so it can never overtake an
+// event it covers.
 func (st *watchStream) deliver(id int64, sw *streamWatcher) {
 	defer st.wg.Done()
-	for evs := range sw.w.C {
+	var tick <-chan time.Time
+	if sw.progress != nil {
+		tick = sw.progress.C
+		defer sw.progress.Stop()
+	}
+	sent := false // an event went out since the last tick
+	for {
+		var evs []mvcc.Event
+		select {
+		case batch, ok := <-sw.w.C:
+			if !ok {
+				st.finish(id, sw)
+				return
+			}
+			evs = batch
+		case <-tick:
+			if sent {
+				sent = false
+				continue
+			}
+			rev, ok := sw.w.Progress()
+			if !ok {
+				continue // still catching up: etcd skips it too
+			}
+			if err := st.send(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: id}); err != nil {
+				sw.w.Close()
+				return
+			}
+			continue
+		}
 		out := make([]*mvccpb.Event, 0, len(evs))
 		var last int64
 		for i := range evs {
@@ -203,7 +245,13 @@ func (st *watchStream) deliver(id int64, sw *streamWatcher) {
 			sw.w.Close()
 			return
 		}
+		sent = true
 	}
+}
+
+// finish removes a watcher that stopped and, unless the client cancelled
+// it or the stream is ending, tells the client why.
+func (st *watchStream) finish(id int64, sw *streamWatcher) {
 	err := sw.w.Err()
 	st.mu.Lock()
 	cancelled := sw.cancelled

@@ -168,3 +168,53 @@ func TestNoLeader(t *testing.T) {
 		t.Errorf("/health without a leader: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestWatchProgressNotify checks etcd's periodic progress notifications
+// through clientv3: a watcher created WithProgressNotify that sees no
+// event gets empty responses (IsProgressNotify) whose revision follows
+// the writes to other keys, so a client can resume from there; a watcher
+// without it gets none.
+func TestWatchProgressNotify(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Server.WatchProgressNotifyIntervalMS = 50
+	s := startServer(t, cfg)
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	wc := c.Watch(ctx, "a", clientv3.WithProgressNotify())
+	plain := c.Watch(ctx, "b")
+	resp, err := c.Put(ctx, "other", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r := nextResponse(t, wc)
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !r.IsProgressNotify() {
+			t.Fatalf("watch of a: an unexpected response %+v", r)
+		}
+		if r.Header.Revision == resp.Header.Revision {
+			break
+		}
+		if r.Header.Revision > resp.Header.Revision {
+			t.Fatalf("progress at %d, past the store's %d", r.Header.Revision, resp.Header.Revision)
+		}
+	}
+	// An event resets the interval; the next notification covers it.
+	put, err := c.Put(ctx, "a", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := collect(t, wc, 1); evs[0].Kv.ModRevision != put.Header.Revision {
+		t.Fatalf("event %s, want a=1@%d", describe(evs), put.Header.Revision)
+	}
+	if r := nextResponse(t, wc); !r.IsProgressNotify() || r.Header.Revision != put.Header.Revision {
+		t.Fatalf("after the event: %+v, want a progress notification at %d", r, put.Header.Revision)
+	}
+	select {
+	case r := <-plain:
+		t.Fatalf("a watcher without progress_notify got %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
