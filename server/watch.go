@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/mvcc"
 )
@@ -46,6 +47,9 @@ type streamWatcher struct {
 	// progress ticks every server.watch_progress_notify_interval_ms for
 	// a watcher created with progress_notify, nil otherwise.
 	progress *time.Ticker
+	// fragment: the client asked for responses over
+	// server.max_request_bytes to be split (WatchCreateRequest.fragment).
+	fragment bool
 	// cancelled is set when the client cancelled it (its canceled reply
 	// is already sent).
 	cancelled bool
@@ -135,7 +139,7 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 		opts = append(opts, mvcc.WithPrevKV())
 	}
 	w, err := st.s.store.Watch(st.ctx, r.Key, r.RangeEnd, r.StartRevision, opts...)
-	sw := &streamWatcher{w: w}
+	sw := &streamWatcher{w: w, fragment: r.Fragment}
 	if err == nil && r.ProgressNotify {
 		sw.progress = time.NewTicker(time.Duration(st.s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond)
 	}
@@ -241,12 +245,40 @@ func (st *watchStream) deliver(id int64, sw *streamWatcher) {
 			continue
 		}
 		h := st.s.fill(&pb.ResponseHeader{Revision: last})
-		if err := st.send(&pb.WatchResponse{Header: h, WatchId: id, Events: out}); err != nil {
+		if err := st.sendEvents(&pb.WatchResponse{Header: h, WatchId: id, Events: out}, sw.fragment); err != nil {
 			sw.w.Close()
 			return
 		}
 		sent = true
 	}
+}
+
+// sendEvents sends a response with events; with fragment, one larger
+// than server.max_request_bytes goes out as etcd's fragments: responses
+// of whole events, each under the limit unless a single event is larger,
+// all but the last marked Fragment, which clientv3 joins again.
+func (st *watchStream) sendEvents(r *pb.WatchResponse, fragment bool) error {
+	limit := int(st.s.cfg.Server.MaxRequestBytes)
+	if !fragment || len(r.Events) < 2 || proto.Size(r) < limit {
+		return st.send(r)
+	}
+	events := r.Events
+	for len(events) > 0 {
+		part := &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId, Fragment: true}
+		n := 1 // at least one event, whatever its size
+		for ; n < len(events); n++ {
+			part.Events = events[:n+1]
+			if proto.Size(part) >= limit {
+				break
+			}
+		}
+		part.Events, events = events[:n], events[n:]
+		part.Fragment = len(events) > 0
+		if err := st.send(part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // finish removes a watcher that stopped and, unless the client cancelled

@@ -11,9 +11,11 @@ import (
 
 	"github.com/stratadb/strata/cluster"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // nextEvents reads one response of a watch channel, failing after 10 s.
@@ -216,5 +218,62 @@ func TestWatchProgressNotify(t *testing.T) {
 	case r := <-plain:
 		t.Fatalf("a watcher without progress_notify got %+v", r)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestWatchFragment checks etcd's fragmented watch responses: with
+// fragment set, a batch of events larger than server.max_request_bytes
+// arrives as several responses of whole events under the limit, all but
+// the last marked Fragment, and clientv3 (WithFragment) joins them into
+// the one response it was.
+func TestWatchFragment(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Server.MaxRequestBytes = 1024
+	s := startServer(t, cfg)
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	const n = 10
+	for i := range n {
+		if _, err := c.Put(ctx, fmt.Sprintf("k/%d", i), strings.Repeat("v", 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The raw stream shows the fragments.
+	stream, err := pb.NewWatchClient(c.ActiveConnection()).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := &pb.WatchCreateRequest{Key: []byte("k/"), RangeEnd: []byte("k0"), StartRevision: 1, Fragment: true}
+	if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: create}}); err != nil {
+		t.Fatal(err)
+	}
+	var parts []*pb.WatchResponse
+	events := 0
+	for events < n {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Created {
+			continue
+		}
+		parts = append(parts, r)
+		events += len(r.Events)
+		if len(r.Events) > 1 && proto.Size(r) >= 1024 {
+			t.Errorf("a fragment of %d events is %d bytes, over max_request_bytes", len(r.Events), proto.Size(r))
+		}
+	}
+	if len(parts) < 2 {
+		t.Fatalf("%d events of 300 B came in %d response(s), want fragments", n, len(parts))
+	}
+	for i, r := range parts {
+		if r.Fragment != (i < len(parts)-1) {
+			t.Errorf("response %d of %d: Fragment = %v", i+1, len(parts), r.Fragment)
+		}
+	}
+	// clientv3 joins them.
+	wc := c.Watch(ctx, "k/", clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithFragment())
+	if r := nextResponse(t, wc); len(r.Events) != n {
+		t.Errorf("clientv3 WithFragment: one response of %d events, want %d", len(r.Events), n)
 	}
 }
