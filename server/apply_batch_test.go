@@ -1,0 +1,200 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stratadb/strata/cluster"
+	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc"
+)
+
+// openApplier opens an applier over a store in a temporary directory,
+// with the engine's sync = true (so each engine commit is one WAL sync),
+// closed with the test.
+func openApplier(t *testing.T) (*applier, *engine.DB) {
+	t.Helper()
+	cfg := config.ServeDefault()
+	cfg.DBPath = t.TempDir()
+	cfg.Sync = true
+	db, err := engine.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := mvcc.Open(db, mvcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = st.Close()
+		_ = db.Close()
+	})
+	return &applier{store: st}, db
+}
+
+// applyCommands is a log of commands of every kind: puts whose results
+// depend on the ones before (prev_kv, compares, ranges, deletes), values
+// too large for mvcc's record cache, commands rejected for themselves,
+// one that does not decode, one the store does not know, and a
+// compaction and lease grants and revocations, which apply by
+// themselves between staged runs.
+func applyCommands(t *testing.T) [][]byte {
+	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, 3<<10) }
+	put := func(k string, v []byte, prev bool) *pb.InternalRaftRequest {
+		return &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(k), Value: v, PrevKv: prev}}
+	}
+	reqs := []*pb.InternalRaftRequest{
+		put("a", big('1'), false),
+		put("a", big('2'), true),
+		{LeaseGrant: &pb.LeaseGrantRequest{ID: 7, TTL: 60}},
+		{Put: &pb.PutRequest{Key: []byte("l"), Value: []byte("v"), Lease: 7}},
+		{Txn: &pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: []byte("a"), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: big('2')}}},
+			Success: []*pb.RequestOp{
+				{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("b"), Value: big('b')}}},
+				{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("z")}}},
+			},
+		}},
+		{Txn: &pb.TxnRequest{Success: []*pb.RequestOp{ // a duplicate key: rejected
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("c")}}},
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("c")}}},
+		}}},
+		put("c", []byte("x"), false),
+		{Compaction: &pb.CompactionRequest{Revision: 3}},
+		{Compaction: &pb.CompactionRequest{Revision: 1}}, // compacted: rejected
+		put("a", big('3'), true),
+		{Put: &pb.PutRequest{Key: []byte("d"), Lease: 99}}, // unknown lease: rejected
+		{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), PrevKv: true}},
+		{}, // nothing the store knows: its index is kept
+		{LeaseRevoke: &pb.LeaseRevokeRequest{ID: 7}},
+		put("e", big('e'), false),
+		put("e", []byte("small"), true),
+	}
+	var cmds [][]byte
+	for i, r := range reqs {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+		cmds = append(cmds, b)
+		if i == 3 {
+			cmds = append(cmds, []byte{0xff, 0xff}) // does not decode
+		}
+	}
+	return cmds
+}
+
+// TestApplyBatchSameAsApply applies the same log to two stores, one
+// command at a time (Apply) and in runs (ApplyBatch, runs of 1 to all
+// commands): every result, the contents, revision and applied index are
+// the same; and a run of puts, deletes and txns costs one WAL sync (one
+// engine commit) where Apply costs one per command.
+func TestApplyBatchSameAsApply(t *testing.T) {
+	cmds := applyCommands(t)
+	one, _ := openApplier(t)
+	var want []any
+	for i, c := range cmds {
+		res, err := one.Apply(uint64(i+1), c)
+		if err != nil {
+			t.Fatalf("Apply of command %d: %v", i+1, err)
+		}
+		want = append(want, res)
+	}
+	for _, run := range []int{1, 3, len(cmds)} {
+		t.Run(fmt.Sprintf("runs_of_%d", run), func(t *testing.T) {
+			batched, _ := openApplier(t)
+			var got []any
+			for first := 0; first < len(cmds); first += run {
+				var batch []cluster.Command
+				for i := first; i < min(first+run, len(cmds)); i++ {
+					batch = append(batch, cluster.Command{Index: uint64(i + 1), Data: cmds[i]})
+				}
+				res, err := batched.ApplyBatch(batch)
+				if err != nil {
+					t.Fatalf("ApplyBatch of commands %d-%d: %v", first+1, first+len(batch), err)
+				}
+				if len(res) != len(batch) {
+					t.Fatalf("ApplyBatch returned %d results for %d commands", len(res), len(batch))
+				}
+				got = append(got, res...)
+			}
+			for i := range want {
+				w, g := want[i].(*applyResult), got[i].(*applyResult)
+				if !proto.Equal(w.resp, g.resp) || fmt.Sprint(w.err) != fmt.Sprint(g.err) {
+					t.Fatalf("command %d: Apply gave %v, %v; ApplyBatch %v, %v", i+1, w.resp, w.err, g.resp, g.err)
+				}
+			}
+			sameStores(t, one.store, batched.store)
+		})
+	}
+	var rejected int
+	for _, r := range want {
+		if r.(*applyResult).err != nil {
+			rejected++
+		}
+	}
+	if rejected != 5 { // duplicate key, bad bytes, compacted, unknown lease, unknown command
+		t.Fatalf("%d commands rejected, want 5", rejected)
+	}
+
+	// Only puts, deletes and txns: one run, one commit.
+	var puts []cluster.Command
+	for i := range 20 {
+		b, _ := proto.Marshal(&pb.InternalRaftRequest{Put: &pb.PutRequest{Key: fmt.Appendf(nil, "k%d", i%5), Value: []byte("v"), PrevKv: true}})
+		puts = append(puts, cluster.Command{Index: uint64(i + 1), Data: b})
+	}
+	syncs := func(db *engine.DB) int64 {
+		m, err := db.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.WAL.FS.Syncs
+	}
+	a1, db1 := openApplier(t)
+	before := syncs(db1)
+	for _, c := range puts {
+		if _, err := a1.Apply(c.Index, c.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := syncs(db1) - before
+	a2, db2 := openApplier(t)
+	before = syncs(db2)
+	if _, err := a2.ApplyBatch(puts); err != nil {
+		t.Fatal(err)
+	}
+	batch := syncs(db2) - before
+	t.Logf("%d puts: %d WAL syncs by Apply, %d by ApplyBatch", len(puts), apply, batch)
+	if apply < int64(len(puts)) || batch != 1 {
+		t.Fatalf("%d puts: %d WAL syncs by Apply (want one each), %d by ApplyBatch (want 1)", len(puts), apply, batch)
+	}
+	sameStores(t, a1.store, a2.store)
+}
+
+// sameStores fails unless a and b hold the same keys at the same
+// revision and applied index.
+func sameStores(t *testing.T, a, b *mvcc.Store) {
+	t.Helper()
+	if a.Rev() != b.Rev() || a.AppliedIndex() != b.AppliedIndex() || a.CompactRev() != b.CompactRev() {
+		t.Fatalf("revision %d / %d, applied index %d / %d, compacted %d / %d", a.Rev(), b.Rev(), a.AppliedIndex(), b.AppliedIndex(), a.CompactRev(), b.CompactRev())
+	}
+	ra, err := a.Range([]byte{0}, []byte{0}, mvcc.RangeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Range([]byte{0}, []byte{0}, mvcc.RangeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ra.KVs) != fmt.Sprint(rb.KVs) {
+		t.Fatalf("contents differ:\n%v\n%v", ra.KVs, rb.KVs)
+	}
+	if fmt.Sprint(a.Leases()) != fmt.Sprint(b.Leases()) {
+		t.Fatalf("leases differ: %v / %v", a.Leases(), b.Leases())
+	}
+}
