@@ -38,7 +38,7 @@ func FuzzHTTP(f *testing.F) {
 	cfg := testConfig(f)
 	cfg.Server.MaxRequestBytes = 4096
 	s := startServer(f, cfg)
-	h := s.httpHandler()
+	h := s.httpHandler(nil) // the v2 API and the plain endpoints; the gateway is grpc-gateway's
 	f.Fuzz(func(t *testing.T, method, target, ctype string, body []byte) {
 		u, err := url.ParseRequestURI(target)
 		if err != nil || method == "" || strings.ContainsAny(method, " \t\r\n") || u.Path == "/metrics" {

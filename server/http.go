@@ -11,9 +11,13 @@ import (
 )
 
 // httpHandler routes the HTTP/1.1 side: the v2 keys API, /v2/members,
-// /health, /version and /metrics; any other path is 404.
-func (s *Server) httpHandler() http.Handler {
+// /health, /version, /metrics and, if given, etcd's gRPC gateway under
+// /v3/; any other path is 404.
+func (s *Server) httpHandler(gateway http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if gateway != nil {
+		mux.Handle(gatewayPrefix, s.metrics.http("v3_gateway", gateway))
+	}
 	v2 := s.metrics.http("v2", http.HandlerFunc(s.v2Keys))
 	mux.Handle(v2KeysPrefix, v2)
 	mux.Handle(v2KeysPrefix+"/", v2)

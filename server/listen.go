@@ -53,8 +53,8 @@ func (s *Server) serve() error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 	var tlsCfg *tls.Config
+	var err error
 	if sc.CertFile != "" {
-		var err error
 		if tlsCfg, err = serverTLS(sc.CertFile, sc.KeyFile, sc.ClientCAFile); err != nil {
 			return err
 		}
@@ -69,7 +69,12 @@ func (s *Server) serve() error {
 	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
 	pb.RegisterAuthServer(s.grpc, &pb.UnimplementedAuthServer{})
 
-	mux := s.httpHandler()
+	gateway, closeGateway, err := s.gateway()
+	if err != nil {
+		return err
+	}
+	s.closeGateway = closeGateway
+	mux := s.httpHandler(gateway)
 	httpSrv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -128,6 +133,7 @@ func (s *Server) shutdownListeners() {
 		_ = s.http.Close()
 		<-done
 	}
+	s.closeGateway()
 	s.serving.Wait()
 }
 

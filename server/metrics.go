@@ -94,6 +94,17 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Flush passes a flush on, so that streamed responses (the gateway's
+// watch) reach the client as they are written.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // methodLabel bounds the label values a client can create: the methods
 // the server answers, and OTHER.
 func methodLabel(m string) string {

@@ -57,12 +57,14 @@ type Server struct {
 	lease *lessor
 	ids   IDs
 
-	ln      net.Listener
-	grpc    *grpc.Server
-	http    *http.Server
-	serving sync.WaitGroup
-	serveMu sync.Mutex
-	serveEr error
+	ln   net.Listener
+	grpc *grpc.Server
+	http *http.Server
+	// closeGateway ends the gRPC gateway's connection to grpc.
+	closeGateway func()
+	serving      sync.WaitGroup
+	serveMu      sync.Mutex
+	serveEr      error
 	// failed is closed when serveEr is set: serving stopped by itself.
 	failed  chan struct{}
 	metrics *metrics

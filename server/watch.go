@@ -71,8 +71,15 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 		st.closeAll()
 	}()
 
+	// A client that closes its sending side (io.EOF; the gateway does,
+	// once it has sent the request body) still gets its watchers' events
+	// until it ends the stream, as in etcd.
 	errc := make(chan error, 1)
-	go func() { errc <- st.recvLoop() }()
+	go func() {
+		if err := st.recvLoop(); err != nil {
+			errc <- err
+		}
+	}()
 	select {
 	case err := <-errc:
 		return err
