@@ -5,10 +5,12 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/version"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // maintenanceServer is etcd's Maintenance service: Status and Alarm, what
-// `etcdctl endpoint status` and `endpoint health` call. Defragment,
+// `etcdctl endpoint status` and `endpoint health` call, and Defragment.
 // Hash, HashKV, Snapshot, MoveLeader and Downgrade answer
 // codes.Unimplemented.
 type maintenanceServer struct {
@@ -16,27 +18,48 @@ type maintenanceServer struct {
 	s *Server
 }
 
-// Status reports the member: etcd API version, database size on disk,
-// leader, raft index and term. etcdctl shows "is leader" when leader
+// Status reports the member: etcd API version, database size on disk
+// (dbSize: tables, WAL files, recycled ones included, and metadata; what
+// etcd reports as its file's size) and in use (dbSizeInUse: the live
+// tables and WAL, what etcd reports as the pages in use), leader, raft
+// index and term. etcdctl shows "is leader" when leader
 // equals the header's member_id.
 func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
 	s := m.s
 	st := s.node.Status()
-	size := int64(1)
+	size, inUse := int64(1), int64(1)
 	if em, err := s.db.Metrics(); err == nil && em.DiskUsageBytes > 0 {
-		size = int64(em.DiskUsageBytes)
+		size, inUse = int64(em.DiskUsageBytes), int64(em.WAL.LiveBytes)
+		for _, l := range em.Levels {
+			inUse += l.Bytes
+		}
+		inUse = max(1, min(inUse, size))
 	}
 	return &pb.StatusResponse{
 		Header:           s.fill(nil),
 		Version:          version.Version,
 		DbSize:           size,
-		DbSizeInUse:      size,
+		DbSizeInUse:      inUse,
 		Leader:           st.Leader,
 		RaftIndex:        st.CommitIndex,
 		RaftTerm:         st.Term,
 		RaftAppliedIndex: st.AppliedIndex,
 		StorageVersion:   version.Cluster(version.Version),
 	}, nil
+}
+
+// Defragment is what etcd's defragmentation is for, giving the space of
+// deleted and compacted versions back to the file system, done the LSM's
+// way: a full compaction of the member's engine (engine.CompactAll),
+// which drops what mvcc's Compact deleted and rewrites every table with
+// its level's codec. As in etcd it concerns the member asked only (it is
+// not replicated); unlike etcd's, reads and writes go on meanwhile, since
+// CompactAll holds no global lock.
+func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := m.s.db.CompactAll(); err != nil {
+		return nil, status.Errorf(codes.Internal, "etcdserver: defragment: %v", err)
+	}
+	return &pb.DefragmentResponse{Header: m.s.fill(nil)}, nil
 }
 
 // Alarm answers that no alarm is raised: Strata raises none (no space

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"crypto/rand"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -31,8 +34,8 @@ func TestStatusAlarmMembers(t *testing.T) {
 		t.Errorf("members: %+v, %v", ml, err)
 	}
 	// What Strata does not implement says so.
-	if _, err := c.Defragment(ctx, addr); status.Code(err) != codes.Unimplemented {
-		t.Errorf("defragment: %v, want Unimplemented", err)
+	if _, err := c.HashKV(ctx, addr, 0); status.Code(err) != codes.Unimplemented {
+		t.Errorf("hashkv: %v, want Unimplemented", err)
 	}
 	if _, err := c.AuthEnable(ctx); status.Code(err) != codes.Unimplemented {
 		t.Errorf("auth enable: %v, want Unimplemented", err)
@@ -103,5 +106,46 @@ func TestEtcdctl(t *testing.T) {
 		if out := run("", tt.args...); !strings.Contains(out, tt.want) {
 			t.Errorf("ETCDCTL_API=2 etcdctl %s:\n%s\nwant it to contain %q", strings.Join(tt.args, " "), out, tt.want)
 		}
+	}
+}
+
+// TestDefragmentReclaimsSpace checks what `etcdctl defrag` is run for:
+// after the keys are deleted and the history compacted, Defragment gives
+// the space back, as the member's Status (dbSize) shows.
+func TestDefragmentReclaimsSpace(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	addr := s.Addr().String()
+	value := make([]byte, 2048)
+	const n = 3000
+	for i := range n {
+		rand.Read(value) // incompressible, so the tables hold the bytes
+		if _, err := c.Put(ctx, fmt.Sprintf("k%05d", i), string(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := c.Delete(ctx, "k", clientv3.WithPrefix())
+	if err != nil || del.Deleted != n {
+		t.Fatalf("delete: %+v, %v", del, err)
+	}
+	if _, err := c.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Status(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Defragment(ctx, addr); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Status(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dbSize %d -> %d bytes, in use %d -> %d", before.DbSize, after.DbSize, before.DbSizeInUse, after.DbSizeInUse)
+	if before.DbSizeInUse < n*2048 || after.DbSizeInUse > before.DbSizeInUse/4 {
+		t.Errorf("dbSizeInUse %d before the defragmentation, %d after: want at least %d before and a quarter of it after",
+			before.DbSizeInUse, after.DbSizeInUse, n*2048)
 	}
 }
