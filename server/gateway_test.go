@@ -43,8 +43,8 @@ func TestGateway(t *testing.T) {
 	}
 	var rng struct {
 		Kvs []struct {
-			Key, Value   string
-			ModRevision  string `json:"mod_revision"`
+			Key, Value  string
+			ModRevision string `json:"mod_revision"`
 		}
 		Count string
 	}
