@@ -47,7 +47,7 @@ type Watcher struct {
 	// inflight is set while run hands a batch taken from pending to C.
 	inflight bool
 	err      error
-	stopped bool
+	stopped  bool
 	// overflows counts the buffer overflows (for tests).
 	overflows int
 }

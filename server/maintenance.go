@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/version"
@@ -10,8 +12,8 @@ import (
 )
 
 // maintenanceServer is etcd's Maintenance service: Status and Alarm, what
-// `etcdctl endpoint status` and `endpoint health` call, and Defragment.
-// Hash, HashKV, Snapshot, MoveLeader and Downgrade answer
+// `etcdctl endpoint status` and `endpoint health` call, Defragment and
+// Snapshot. Hash, HashKV, MoveLeader and Downgrade answer
 // codes.Unimplemented.
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
@@ -60,6 +62,40 @@ func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequ
 		return nil, status.Errorf(codes.Internal, "etcdserver: defragment: %v", err)
 	}
 	return &pb.DefragmentResponse{Header: m.s.fill(nil)}, nil
+}
+
+// snapshotChunkBytes is the size of Snapshot's messages, etcd's.
+const snapshotChunkBytes = 32 << 10
+
+// Snapshot streams a backup of the member's store (mvcc.WriteBackup: the
+// store as of one point, then its SHA-256, as etcd's stream ends with the
+// SHA-256 of its file), what `etcdctl snapshot save FILE` saves; `strata
+// restore FILE` checks it and loads it into a new database. Reads and
+// writes go on meanwhile.
+func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenance_SnapshotServer) error {
+	pr, pw := io.Pipe()
+	defer pr.Close() // a client gone away ends the writer too
+	go func() { pw.CloseWithError(m.s.store.WriteBackup(pw)) }()
+	buf := make([]byte, snapshotChunkBytes)
+	first := true
+	for {
+		n, err := io.ReadFull(pr, buf)
+		if n > 0 {
+			resp := &pb.SnapshotResponse{Header: m.s.fill(nil), Blob: buf[:n]}
+			if first {
+				resp.Version, first = version.Version, false
+			}
+			if serr := stream.Send(resp); serr != nil {
+				return serr
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			return nil
+		case err != nil:
+			return status.Errorf(codes.Internal, "etcdserver: snapshot: %v", err)
+		}
+	}
 }
 
 // Alarm answers that no alarm is raised: Strata raises none (no space

@@ -262,14 +262,21 @@ func nextEntity(db *engine.DB) (int, error) {
 }
 
 // newBar returns the load's progress bar over size bytes of input (-1:
-// unknown), writing to w, invisible unless --progress says so or w is a terminal (and
-// --verbose is not interleaving log lines).
+// unknown).
 func (o *loadOptions) newBar(w io.Writer, size int64) *progressbar.ProgressBar {
-	visible := o.progress == cli.ProgressAlways || (!o.global.verbose && o.progress.Visible(w))
+	return newByteBar(w, size, "loading", o.progress, o.global.verbose)
+}
+
+// newByteBar returns a progress bar over size bytes (-1: unknown) with
+// description, writing to w, invisible unless mode says so or w is a
+// terminal (and --verbose is not interleaving log lines): the bar of the
+// commands that read a file (load, restore).
+func newByteBar(w io.Writer, size int64, description string, mode cli.Progress, verbose bool) *progressbar.ProgressBar {
+	visible := mode == cli.ProgressAlways || (!verbose && mode.Visible(w))
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetVisibility(visible),
-		progressbar.OptionSetDescription("loading"),
+		progressbar.OptionSetDescription(description),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionThrottle(100 * time.Millisecond),
