@@ -41,9 +41,9 @@ func newRestoreCommand(g *globalOptions) *cobra.Command {
 Strata server's store taken with ` + "`etcdctl snapshot save FILE`" + ` (etcd's
 Maintenance.Snapshot): every key with its history since the last compaction,
 its revision and leases. It checks the SHA-256 at the end of FILE before it
-writes anything, and refuses a db_path that already holds files. As etcd's
-snapshot restore, the result is a database of one member: serve it, and add
-members to it as a cluster grows (see docs/cluster.md).`,
+writes anything, and refuses a db_path that already holds files. The
+result is a new database for a single server (strata serve without a
+[cluster] section), at the backup's revision. See docs/server.md.`,
 		Example: `  ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:2379 snapshot save backup.snap
   strata --db /var/lib/strata-restored restore backup.snap
   strata serve --db /var/lib/strata-restored`,
