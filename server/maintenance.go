@@ -12,8 +12,8 @@ import (
 )
 
 // maintenanceServer is etcd's Maintenance service: Status and Alarm, what
-// `etcdctl endpoint status` and `endpoint health` call, Defragment and
-// Snapshot. Hash, HashKV, MoveLeader and Downgrade answer
+// `etcdctl endpoint status` and `endpoint health` call, Defragment,
+// Snapshot and HashKV. Hash, MoveLeader and Downgrade answer
 // codes.Unimplemented.
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
@@ -96,6 +96,18 @@ func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenanc
 			return status.Errorf(codes.Internal, "etcdserver: snapshot: %v", err)
 		}
 	}
+}
+
+// HashKV reports the hash of the member's store up to a revision
+// (mvcc.Store.HashKV), what `etcdctl endpoint hashkv --cluster` compares
+// across members. Strata's hash covers its own record encoding, so it is
+// comparable between Strata members, not with etcd's.
+func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	h, rev, compacted, err := m.s.store.HashKV(r.Revision)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.HashKVResponse{Header: m.s.fill(nil), Hash: h, HashRevision: rev, CompactRevision: compacted}, nil
 }
 
 // Alarm answers that no alarm is raised: Strata raises none (no space

@@ -2,12 +2,14 @@ package server
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,8 +36,18 @@ func TestStatusAlarmMembers(t *testing.T) {
 		t.Errorf("members: %+v, %v", ml, err)
 	}
 	// What Strata does not implement says so.
-	if _, err := c.HashKV(ctx, addr, 0); status.Code(err) != codes.Unimplemented {
-		t.Errorf("hashkv: %v, want Unimplemented", err)
+	put, err := c.Put(ctx, "k", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hk, err := c.HashKV(ctx, addr, 0); err != nil || hk.HashRevision != put.Header.Revision || hk.Hash == 0 {
+		t.Errorf("hashkv: %+v, %v; want a hash at revision %d", hk, err, put.Header.Revision)
+	}
+	if _, err := c.HashKV(ctx, addr, put.Header.Revision+1); !errors.Is(err, rpctypes.ErrFutureRev) {
+		t.Errorf("hashkv past the current revision: %v, want %v", err, rpctypes.ErrFutureRev)
+	}
+	if _, err := pb.NewMaintenanceClient(c.ActiveConnection()).Hash(ctx, &pb.HashRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("hash: %v, want Unimplemented", err)
 	}
 	if _, err := c.AuthEnable(ctx); status.Code(err) != codes.Unimplemented {
 		t.Errorf("auth enable: %v, want Unimplemented", err)

@@ -127,6 +127,45 @@ func checkAcked(t *testing.T, c *procCluster, m *member, prefix string, acked []
 	}
 }
 
+// checkSameStores fails unless every member's store hashes alike
+// (HashKV, what `etcdctl endpoint hashkv --cluster` compares) at the
+// revision the leader has now: each member gets there by log or by
+// snapshot, and any divergence in what it applied shows.
+func checkSameStores(t *testing.T, c *procCluster, ms ...*member) {
+	t.Helper()
+	lead := c.client(c.leader())
+	defer lead.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := lead.Get(ctx, "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision
+	hashes := map[string]uint32{}
+	for _, m := range ms {
+		cli := c.client(m)
+		for {
+			hk, err := cli.HashKV(ctx, cli.Endpoints()[0], rev)
+			if err == nil {
+				hashes[m.name] = hk.Hash
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("HashKV at %d on %s: %v", rev, m.name, err)
+			}
+			time.Sleep(100 * time.Millisecond) // still applying up to rev
+		}
+		cli.Close()
+	}
+	for _, m := range ms[1:] {
+		if hashes[m.name] != hashes[ms[0].name] {
+			t.Fatalf("stores differ at revision %d: %v", rev, hashes)
+		}
+	}
+	t.Logf("every store hashes %08x at revision %d", hashes[ms[0].name], rev)
+}
+
 // TestKillLeaderWhileWriting: clients write through every member; the
 // leader is killed with SIGKILL; the others elect a leader within a few
 // election timeouts and go on; every acknowledged write is on both
@@ -153,6 +192,7 @@ func TestKillLeaderWhileWriting(t *testing.T) {
 	}
 	c.start(lead)
 	checkAcked(t, c, lead, "w", acked)
+	checkSameStores(t, c, c.members...)
 }
 
 // TestFollowerCatchesUpBySnapshot: a follower is killed, the others take
@@ -171,6 +211,7 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	if !f.logHas("restored snapshot") {
 		t.Fatalf("%s caught up without restoring a snapshot", f.name)
 	}
+	checkSameStores(t, c, c.members...)
 	// And it follows by log afterwards.
 	cli := c.client(f)
 	if _, err := cli.Put(context.Background(), "after", "1"); err != nil {
