@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -37,6 +38,10 @@ type watchStream struct {
 	watchers map[int64]*streamWatcher
 	nextID   int64
 	wg       sync.WaitGroup
+
+	// progressPending is set while a progress request waits for the
+	// stream's watchers to catch up; later requests join it.
+	progressPending atomic.Bool
 }
 
 // streamWatcher is one watcher of a stream.
@@ -50,6 +55,11 @@ type streamWatcher struct {
 	// fragment: the client asked for responses over
 	// server.max_request_bytes to be split (WatchCreateRequest.fragment).
 	fragment bool
+	// probe asks the watcher's deliver goroutine, between two batches,
+	// for the revision it has sent every event up to (see progressAll).
+	probe chan chan progressReply
+	// done is closed when the deliver goroutine has ended.
+	done chan struct{}
 	// cancelled is set when the client cancelled it (its canceled reply
 	// is already sent).
 	cancelled bool
@@ -110,8 +120,9 @@ func (st *watchStream) recvLoop() error {
 				return err
 			}
 		case *pb.WatchRequest_ProgressRequest:
-			if err := st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: -1}); err != nil {
-				return err
+			if st.progressPending.CompareAndSwap(false, true) {
+				st.wg.Add(1)
+				go st.progressAll()
 			}
 		}
 	}
@@ -146,7 +157,7 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 		opts = append(opts, mvcc.WithPrevKV())
 	}
 	w, err := st.s.store.Watch(st.ctx, r.Key, r.RangeEnd, r.StartRevision, opts...)
-	sw := &streamWatcher{w: w, fragment: r.Fragment}
+	sw := &streamWatcher{w: w, fragment: r.Fragment, probe: make(chan chan progressReply, 1), done: make(chan struct{})}
 	if err == nil && r.ProgressNotify {
 		sw.progress = time.NewTicker(time.Duration(st.s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond)
 	}
@@ -201,6 +212,7 @@ func (st *watchStream) canceled(id int64, err error) *pb.WatchResponse {
 // event it covers.
 func (st *watchStream) deliver(id int64, sw *streamWatcher) {
 	defer st.wg.Done()
+	defer close(sw.done)
 	var tick <-chan time.Time
 	if sw.progress != nil {
 		tick = sw.progress.C
@@ -216,6 +228,10 @@ func (st *watchStream) deliver(id int64, sw *streamWatcher) {
 				return
 			}
 			evs = batch
+		case reply := <-sw.probe:
+			rev, ok := sw.w.Progress()
+			reply <- progressReply{rev: rev, ok: ok}
+			continue
 		case <-tick:
 			if sent {
 				sent = false
@@ -257,6 +273,69 @@ func (st *watchStream) deliver(id int64, sw *streamWatcher) {
 			return
 		}
 		sent = true
+	}
+}
+
+// progressReply is a watcher's answer to a probe: Watcher.Progress, asked
+// by its deliver goroutine, so every event up to rev has been sent.
+type progressReply struct {
+	rev int64
+	ok  bool
+}
+
+// progressPollEvery is how often a progress request asks again while
+// some watcher of the stream is still catching up.
+const progressPollEvery = 10 * time.Millisecond
+
+// progressAll answers a progress request as etcd does: once every watcher
+// of the stream has sent all events up to a revision, a response with
+// watch ID -1 and that revision (the store's, with no watchers), which
+// tells the client it has seen every change to its ranges up to there
+// (Kubernetes' consistent reads from its watch cache rely on it). Each
+// watcher is asked through its own deliver goroutine, between two
+// batches, so the answer never overtakes an event it covers; while one
+// is still catching up, it asks again.
+func (st *watchStream) progressAll() {
+	defer st.wg.Done()
+	defer st.progressPending.Store(false)
+	for {
+		st.mu.Lock()
+		ws := make([]*streamWatcher, 0, len(st.watchers))
+		for _, sw := range st.watchers {
+			ws = append(ws, sw)
+		}
+		st.mu.Unlock()
+		rev, all := st.s.store.Rev(), true
+		for _, sw := range ws {
+			reply := make(chan progressReply, 1)
+			r := progressReply{ok: true, rev: rev} // a stopped watcher has nothing more to send
+			select {
+			case sw.probe <- reply:
+				select {
+				case r = <-reply:
+				case <-sw.done:
+				case <-st.ctx.Done():
+					return
+				}
+			case <-sw.done:
+			case <-st.ctx.Done():
+				return
+			}
+			if !r.ok {
+				all = false
+				break
+			}
+			rev = min(rev, r.rev)
+		}
+		if all {
+			_ = st.send(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: -1})
+			return
+		}
+		select {
+		case <-time.After(progressPollEvery):
+		case <-st.ctx.Done():
+			return
+		}
 	}
 }
 

@@ -277,3 +277,54 @@ func TestWatchFragment(t *testing.T) {
 		t.Errorf("clientv3 WithFragment: one response of %d events, want %d", len(r.Events), n)
 	}
 }
+
+// TestWatchProgressRequest checks a progress request (etcd's
+// RequestProgress, which Kubernetes' consistent reads from its watch
+// cache rely on): the answer, watch ID -1 at revision R, comes only after
+// every event up to R of the stream's watchers, here a watcher from
+// revision 1 still sending 1,500 events of history when it is asked.
+func TestWatchProgressRequest(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	const n = 1500
+	for i := range n {
+		if _, err := c.Put(ctx, fmt.Sprintf("h/%04d", i), strings.Repeat("x", 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := pb.NewWatchClient(c.ActiveConnection()).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := &pb.WatchCreateRequest{Key: []byte("h/"), RangeEnd: []byte("h0"), StartRevision: 1}
+	for _, req := range []*pb.WatchRequest{
+		{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: create}},
+		{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}},
+	} {
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last int64 // the highest event revision received
+	events := 0
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.WatchId == -1 {
+			if r.Header.Revision != last {
+				t.Fatalf("progress at revision %d after %d events up to revision %d", r.Header.Revision, events, last)
+			}
+			if events != n {
+				t.Fatalf("progress after %d of %d events", events, n)
+			}
+			return
+		}
+		for _, e := range r.Events {
+			last = e.Kv.ModRevision
+			events++
+		}
+	}
+}
