@@ -47,6 +47,33 @@ func collect(t *testing.T, wc clientv3.WatchChan, n int) []*clientv3.Event {
 	return evs
 }
 
+// putValues puts n keys prefix0000, prefix0001, ... with values of size
+// bytes, one revision each.
+func putValues(t *testing.T, c *clientv3.Client, prefix string, n, size int) {
+	t.Helper()
+	for i := range n {
+		if _, err := c.Put(testCtx(t), fmt.Sprintf("%s%04d", prefix, i), strings.Repeat("v", size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rawWatch opens a watch stream with etcd's generated client, to see the
+// responses as the server sends them, and sends reqs on it.
+func rawWatch(t *testing.T, c *clientv3.Client, reqs ...*pb.WatchRequest) pb.Watch_WatchClient {
+	t.Helper()
+	stream, err := pb.NewWatchClient(c.ActiveConnection()).Watch(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range reqs {
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return stream
+}
+
 func describe(evs []*clientv3.Event) string {
 	s := ""
 	for _, e := range evs {
@@ -233,20 +260,10 @@ func TestWatchFragment(t *testing.T) {
 	c := newClient(t, s, nil)
 	ctx := testCtx(t)
 	const n = 10
-	for i := range n {
-		if _, err := c.Put(ctx, fmt.Sprintf("k/%d", i), strings.Repeat("v", 300)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putValues(t, c, "k/", n, 300)
 	// The raw stream shows the fragments.
-	stream, err := pb.NewWatchClient(c.ActiveConnection()).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := &pb.WatchCreateRequest{Key: []byte("k/"), RangeEnd: []byte("k0"), StartRevision: 1, Fragment: true}
-	if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: create}}); err != nil {
-		t.Fatal(err)
-	}
+	stream := rawWatch(t, c, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key: []byte("k/"), RangeEnd: []byte("k0"), StartRevision: 1, Fragment: true}}})
 	var parts []*pb.WatchResponse
 	events := 0
 	for events < n {
@@ -286,26 +303,12 @@ func TestWatchFragment(t *testing.T) {
 func TestWatchProgressRequest(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	c := newClient(t, s, nil)
-	ctx := testCtx(t)
 	const n = 1500
-	for i := range n {
-		if _, err := c.Put(ctx, fmt.Sprintf("h/%04d", i), strings.Repeat("x", 200)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stream, err := pb.NewWatchClient(c.ActiveConnection()).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := &pb.WatchCreateRequest{Key: []byte("h/"), RangeEnd: []byte("h0"), StartRevision: 1}
-	for _, req := range []*pb.WatchRequest{
-		{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: create}},
-		{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}},
-	} {
-		if err := stream.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putValues(t, c, "h/", n, 200)
+	stream := rawWatch(t, c,
+		&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+			Key: []byte("h/"), RangeEnd: []byte("h0"), StartRevision: 1}}},
+		&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
 	var last int64 // the highest event revision received
 	events := 0
 	for {
