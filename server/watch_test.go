@@ -51,8 +51,9 @@ func collect(t *testing.T, wc clientv3.WatchChan, n int) []*clientv3.Event {
 // bytes, one revision each.
 func putValues(t *testing.T, c *clientv3.Client, prefix string, n, size int) {
 	t.Helper()
+	ctx := testCtx(t)
 	for i := range n {
-		if _, err := c.Put(testCtx(t), fmt.Sprintf("%s%04d", prefix, i), strings.Repeat("v", size)); err != nil {
+		if _, err := c.Put(ctx, fmt.Sprintf("%s%04d", prefix, i), strings.Repeat("v", size)); err != nil {
 			t.Fatal(err)
 		}
 	}
