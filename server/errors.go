@@ -98,6 +98,12 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCMemberNotFound
 	case errors.Is(err, cluster.ErrPeerURLExists):
 		return rpctypes.ErrGRPCPeerURLExist
+	case errors.Is(err, cluster.ErrNotLeader):
+		return rpctypes.ErrGRPCNotLeader
+	case errors.Is(err, cluster.ErrBadLeaderTransferee):
+		return rpctypes.ErrGRPCBadLeaderTransferee
+	case errors.Is(err, cluster.ErrLeaderTransferTimeout):
+		return status.Error(codes.Unavailable, "etcdserver: request timed out, leader transfer took too long")
 	case errors.Is(err, cluster.ErrSingleMember):
 		return status.Error(codes.Unimplemented, "etcdserver: "+err.Error())
 	}

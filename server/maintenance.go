@@ -9,11 +9,13 @@ import (
 	"go.etcd.io/etcd/api/v3/version"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/stratadb/strata/cluster"
 )
 
 // maintenanceServer is etcd's Maintenance service: Status and Alarm, what
 // `etcdctl endpoint status` and `endpoint health` call, Defragment,
-// Snapshot and HashKV. Hash, MoveLeader and Downgrade answer
+// Snapshot, HashKV and MoveLeader. Hash and Downgrade answer
 // codes.Unimplemented.
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
@@ -108,6 +110,22 @@ func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*p
 		return nil, toGRPC(err)
 	}
 	return &pb.HashKVResponse{Header: m.s.fill(nil), Hash: h, HashRevision: rev, CompactRevision: compacted}, nil
+}
+
+// MoveLeader hands the leadership to another member (`etcdctl
+// move-leader`), when asked of the leader; see cluster.LeaderMover. It
+// waits up to the request timeout for the transferee to lead.
+func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	mv, ok := m.s.node.(cluster.LeaderMover)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "etcdserver: a single member without [cluster] has no other member to lead")
+	}
+	ctx, cancel := withRequestTimeout(ctx)
+	defer cancel()
+	if err := mv.MoveLeader(ctx, r.TargetID); err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.MoveLeaderResponse{Header: m.s.fill(nil)}, nil
 }
 
 // Alarm answers that no alarm is raised: Strata raises none (no space

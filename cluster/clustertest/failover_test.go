@@ -322,11 +322,7 @@ func checkEndpointStatus(t *testing.T, c *procCluster) {
 		t.Log("etcdctl not installed: endpoint status not checked")
 		return
 	}
-	var eps []string
-	for _, m := range c.members {
-		eps = append(eps, m.clientAddr)
-	}
-	out, err := exec.Command("etcdctl", "--endpoints="+strings.Join(eps, ","), "endpoint", "status", "-w", "json").CombinedOutput()
+	out, err := exec.Command("etcdctl", "--endpoints="+c.endpoints(), "endpoint", "status", "-w", "json").CombinedOutput()
 	if err != nil {
 		t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
 	}
