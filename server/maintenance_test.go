@@ -97,6 +97,9 @@ func TestEtcdctl(t *testing.T) {
 		{"", []string{"endpoint", "status"}, "true, false, 1,"}, // is leader, is learner, raft term
 		{"", []string{"member", "list"}, "started, strata"},
 		{"", []string{"lease", "grant", "30"}, "granted with TTL(30s)"},
+		{"", []string{"defrag"}, "Finished defragmenting etcd member"},
+		{"", []string{"endpoint", "hashkv"}, s.Addr().String() + ", "},
+		{"", []string{"lock", "mylock", "echo", "held"}, "held\n"}, // the client-side recipe: leases, txns, watches
 	} {
 		if out := run(tt.stdin, tt.args...); !strings.Contains(out, tt.want) {
 			t.Errorf("etcdctl %s:\n%s\nwant it to contain %q", strings.Join(tt.args, " "), out, tt.want)
