@@ -49,9 +49,9 @@ type Batch struct {
 	// makes the next revision).
 	baseRev int64
 	revs    [][]write
-	// scratch holds reusable key and value buffers.
-	scratch [2][]byte
-	done    bool
+	// sc holds reusable key and value buffers.
+	sc   scratch
+	done bool
 }
 
 // errBatchDone is returned by a Batch used after its Commit.
@@ -100,7 +100,7 @@ func (b *Batch) stage(t *writeTxn) error {
 	if b.eb == nil {
 		b.eb = b.s.db.NewBatch()
 	}
-	p, err := t.put(b.eb, &b.scratch)
+	p, err := t.put(b.eb, &b.sc)
 	if err != nil {
 		return err
 	}
@@ -153,5 +153,5 @@ func (b *Batch) Commit() error {
 		s.writeMu.Unlock()
 		return nil
 	}
-	return s.commitLocked(b.eb, b.pend)
+	return s.commitLocked(b.eb, b.pend...)
 }

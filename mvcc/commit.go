@@ -200,33 +200,33 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	var scratch [2][]byte
-	p, err := t.put(b, &scratch)
+	var sc scratch
+	p, err := t.put(b, &sc)
 	if err != nil {
 		return TxnResponse{}, t.abort(err)
 	}
-	if err := s.commitLocked(b, []*pending{p}); err != nil {
+	if err := s.commitLocked(b, p); err != nil {
 		return TxnResponse{}, err
 	}
 	return resp, nil
 }
 
-// put adds the txn's records, lease changes and revision to eb (scratch
-// holds reusable key and value buffers) and returns its pending
-// publication. The records go to the record cache too: the next put of
-// a hot key returns one as its prev_kv, and reads of the key fetch it (a
-// failed commit fails the store, cache and all).
-func (t *writeTxn) put(eb *engine.Batch, scratch *[2][]byte) (*pending, error) {
-	key, val := scratch[0], scratch[1]
-	defer func() { scratch[0], scratch[1] = key, val }()
+// scratch holds a key and a value buffer that writes reuse.
+type scratch struct{ key, val []byte }
+
+// put adds the txn's records, lease changes and revision to eb and
+// returns its pending publication. The records go to the record cache
+// too: the next put of a hot key returns one as its prev_kv, and reads of
+// the key fetch it (a failed commit fails the store, cache and all).
+func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 	for i := range t.writes {
 		r := t.writes[i].record()
-		key = appendRevKey(key[:0], t.writes[i].rev)
-		val = appendRecord(val[:0], &r)
-		if err := eb.Put(key, val); err != nil {
+		sc.key = appendRevKey(sc.key[:0], t.writes[i].rev)
+		sc.val = appendRecord(sc.val[:0], &r)
+		if err := eb.Put(sc.key, sc.val); err != nil {
 			return nil, err
 		}
-		t.s.recs.add(t.writes[i].rev, val)
+		t.s.recs.add(t.writes[i].rev, sc.val)
 	}
 	p := &pending{index: t.index, writes: t.writes}
 	if len(t.writes) > 0 {
@@ -251,7 +251,7 @@ func (t *writeTxn) put(eb *engine.Batch, scratch *[2][]byte) (*pending, error) {
 // none. Then it queues ps, releases writeMu, waits for the WAL sync and
 // publishes, and returns once the last of ps is published. The caller
 // holds writeMu; on error the store has failed.
-func (s *Store) commitLocked(eb *engine.Batch, ps []*pending) error {
+func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 	var rev int64
 	var index uint64
 	for _, p := range ps {
@@ -262,23 +262,14 @@ func (s *Store) commitLocked(eb *engine.Batch, ps []*pending) error {
 			index = p.index
 		}
 	}
-	fail := func(err error) error {
+	err := putMeta(eb, rev, index)
+	if err == nil {
+		err = eb.CommitNoSyncWait()
+	}
+	if err != nil {
 		err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
 		s.writeMu.Unlock()
 		return err
-	}
-	if rev != 0 {
-		if err := eb.Put(metaRev, encodeInt64(rev)); err != nil {
-			return fail(err)
-		}
-	}
-	if index != 0 {
-		if err := eb.Put(metaApplied, encodeInt64(int64(index))); err != nil {
-			return fail(err)
-		}
-	}
-	if err := eb.CommitNoSyncWait(); err != nil {
-		return fail(err)
 	}
 	var syncErr error
 	if s.opts.hooks.syncUnderLock {
@@ -310,6 +301,20 @@ func (s *Store) commitLocked(eb *engine.Batch, ps []*pending) error {
 	s.pubMu.Unlock()
 	<-last.done
 	return last.err
+}
+
+// putMeta adds the store's revision and applied index to eb (0: not
+// changed).
+func putMeta(eb *engine.Batch, rev int64, index uint64) error {
+	if rev != 0 {
+		if err := eb.Put(metaRev, encodeInt64(rev)); err != nil {
+			return err
+		}
+	}
+	if index != 0 {
+		return eb.Put(metaApplied, encodeInt64(int64(index)))
+	}
+	return nil
 }
 
 // publishLocked publishes the synced prefix of the queue, in order. The
