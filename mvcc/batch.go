@@ -49,8 +49,8 @@ type Batch struct {
 	// makes the next revision).
 	baseRev int64
 	revs    [][]write
-	// sc holds reusable key and value buffers.
-	sc   scratch
+	// sc holds reusable key and value buffers (from scratches).
+	sc   *scratch
 	done bool
 }
 
@@ -99,8 +99,9 @@ func (b *Batch) check(index uint64) error {
 func (b *Batch) stage(t *writeTxn) error {
 	if b.eb == nil {
 		b.eb = b.s.db.NewBatch()
+		b.sc = scratches.Get().(*scratch)
 	}
-	p, err := t.put(b.eb, &b.sc)
+	p, err := t.put(b.eb, b.sc)
 	if err != nil {
 		return err
 	}
@@ -144,6 +145,7 @@ func (b *Batch) Commit() error {
 	s := b.s
 	if b.eb != nil {
 		defer b.eb.Close()
+		scratches.Put(b.sc)
 	}
 	if err := s.failure(); err != nil {
 		s.writeMu.Unlock()

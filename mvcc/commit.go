@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc/keyindex"
@@ -200,8 +201,9 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	var sc scratch
-	p, err := t.put(b, &sc)
+	sc := scratches.Get().(*scratch)
+	p, err := t.put(b, sc)
+	scratches.Put(sc)
 	if err != nil {
 		return TxnResponse{}, t.abort(err)
 	}
@@ -211,8 +213,12 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	return resp, nil
 }
 
-// scratch holds a key and a value buffer that writes reuse.
+// scratch holds a key and a value buffer that writes reuse (the engine
+// batch and the record cache copy what they keep).
 type scratch struct{ key, val []byte }
+
+// scratches recycles scratch buffers, so that a write allocates none.
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
 // put adds the txn's records, lease changes and revision to eb and
 // returns its pending publication. The records go to the record cache
