@@ -3,8 +3,9 @@
 # shape (hey on the v2 keys API, one key, reads and writes, 64 and 256 byte
 # values, 1, 64 and 256 clients) against a 3-member Strata cluster and a
 # 3-member etcd 3.4 (Debian's etcd-server, --enable-v2) on loopback, in
-# alternating passes, with the medians, the Strata/etcd ratio and the CPU
-# seconds per 1000 requests of all three members of each cluster.
+# alternating passes, with the medians, the Strata/etcd ratio, the CPU
+# seconds per 1000 requests of all three members of each cluster, and
+# hey's own (the load tool shares the cores).
 #
 #   go build -o /tmp/strata ./cmd/strata
 #   scripts/cluster_qps.sh /tmp/strata [passes]      # default 3 passes
@@ -78,33 +79,36 @@ leader() {
 
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
 
-# hey_run OUT N C URL OP VALUE: one hey run; writes "QPS P90_MS SECONDS" to OUT.
+# hey_run OUT N C URL OP VALUE: one hey run; writes "QPS P90_MS SECONDS
+# HEY_CPU_SECONDS" to OUT (hey's own user+system time, bash's time).
 hey_run() {
-  local out=$1 n=$2 c=$3 url=$4 op=$5 value=$6 res
+  local out=$1 n=$2 c=$3 url=$4 op=$5 value=$6 res cpu TIMEFORMAT='%U %S'
   if [ "$op" = read ]; then
-    res=$(hey -n "$n" -c "$c" "$url")
+    cpu=$( { time hey -n "$n" -c "$c" "$url" > "$out.hey"; } 2>&1 )
   else
-    res=$(hey -n "$n" -c "$c" -m PUT -T application/x-www-form-urlencoded -d "value=$value" "$url")
+    cpu=$( { time hey -n "$n" -c "$c" -m PUT -T application/x-www-form-urlencoded -d "value=$value" "$url" > "$out.hey"; } 2>&1 )
   fi
+  res=$(cat "$out.hey")
   if echo "$res" | grep -q '^Error distribution'; then
     echo "hey $url: errors:" >&2; echo "$res" | sed -n '/^Error distribution/,$p' >&2
   fi
-  echo "$res" | awk '/Requests\/sec/ {q=$2} /Total:/ && !t {t=$2} / 90% in/ {p=$3*1000} END {print q, p, t}' > "$out"
+  echo "$res" | awk -v cpu="$cpu" '/Requests\/sec/ {q=$2} /Total:/ && !t {t=$2} / 90% in/ {p=$3*1000} END {split(cpu, c, " "); print q, p, t, c[1] + c[2]}' > "$out"
 }
 
-# load TARGET OP N C VALUE ADDRS...: one measured run; prints "QPS P90_MS".
+# load TARGET OP N C VALUE ADDRS...: one measured run; prints "QPS P90_MS
+# HEY_CPU_SECONDS" (the CPU of every hey process of the run).
 load() {
   local target=$1 op=$2 n=$3 c=$4 value=$5; shift 5
   local addrs=("$@") i k
   if [ "$target" = leader ]; then
     hey_run "$DIR/r0" "$n" "$c" "http://${addrs[0]}/v2/keys/foo" "$op" "$value"
-    awk '{print $1, $2}' "$DIR/r0"; return
+    awk '{print $1, $2, $4}' "$DIR/r0"; return
   fi
   if [ "$c" = 1 ]; then # one client: the members in turn
     for i in 0 1 2; do
       hey_run "$DIR/r$i" $(( n / 3 )) 1 "http://${addrs[$i]}/v2/keys/foo" "$op" "$value"
     done
-    cat "$DIR/r0" "$DIR/r1" "$DIR/r2" | awk -v n=$(( n / 3 * 3 )) '{t += $3; if ($2 > p) p = $2} END {print n / t, p}'
+    cat "$DIR/r0" "$DIR/r1" "$DIR/r2" | awk -v n=$(( n / 3 * 3 )) '{t += $3; h += $4; if ($2 > p) p = $2} END {print n / t, p, h}'
     return
   fi
   local hp=()
@@ -114,10 +118,10 @@ load() {
     hp+=($!)
   done
   wait "${hp[@]}"
-  cat "$DIR/r0" "$DIR/r1" "$DIR/r2" | awk '{q += $1; if ($2 > p) p = $2} END {print q, p}'
+  cat "$DIR/r0" "$DIR/r1" "$DIR/r2" | awk '{q += $1; h += $4; if ($2 > p) p = $2} END {print q, p, h}'
 }
 
-declare -A QPS P90 CPU
+declare -A QPS P90 CPU HEY
 start_strata; start_etcd
 SE=127.0.0.1:21379,127.0.0.1:22379,127.0.0.1:23379
 EE=127.0.0.1:31379,127.0.0.1:32379,127.0.0.1:33379
@@ -140,12 +144,13 @@ for pass in $(seq 1 "$PASSES"); do
             if [ $srv = strata ]; then addrs=("${SALL[@]}"); pids="${SPIDS[*]}"; else addrs=("${EALL[@]}"); pids="${EPIDS[*]}"; fi
             curl -s -X PUT "http://${addrs[0]}/v2/keys/foo" -d "value=$value" >/dev/null
             c0=$(cpu_ticks $pids)
-            read -r r p < <(load "$target" "$op" "$n" "$c" "$value" "${addrs[@]}")
+            read -r r p h < <(load "$target" "$op" "$n" "$c" "$value" "${addrs[@]}")
             c1=$(cpu_ticks $pids)
             key="$target $op $size $c $srv"
             QPS[$key]="${QPS[$key]:-} $r"
             P90[$key]="${P90[$key]:-} $p"
             CPU[$key]="${CPU[$key]:-} $(echo "$c0 $c1 $n $HZ" | awk '{printf "%.3f", ($2-$1)/$4*1000/$3}')"
+            HEY[$key]="${HEY[$key]:-} $(echo "$h $n" | awk '{printf "%.3f", $1*1000/$2}')"
             echo "pass $pass: $key: $r req/s, p90 $p ms" >&2
           done
         done
@@ -159,12 +164,13 @@ for pass in $(seq 1 "$PASSES"); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-echo "| to | op | value | clients | Strata QPS | etcd 3.4 QPS | Strata/etcd | Strata p90 (ms) | etcd p90 (ms) | Strata CPU s/1000 | etcd CPU s/1000 |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| to | op | value | clients | Strata QPS | etcd 3.4 QPS | Strata/etcd | Strata p90 (ms) | etcd p90 (ms) | Strata CPU s/1000 | etcd CPU s/1000 | hey CPU s/1000 |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for target in $TARGETS; do for op in $OPS; do for size in $SIZES; do for c in $CLIENTS; do
   k="$target $op $size $c"
   s=$(echo "${QPS[$k strata]}" | median); e=$(echo "${QPS[$k etcd]}" | median)
   sp=$(echo "${P90[$k strata]}" | median); ep=$(echo "${P90[$k etcd]}" | median)
   sc=$(echo "${CPU[$k strata]}" | median); ec=$(echo "${CPU[$k etcd]}" | median)
-  printf "| %s | %s | %s B | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.3f | %.3f |\n" $target $op $size $c "$s" "$e" "$(echo "$s $e" | awk '{print $1/$2}')" "$sp" "$ep" "$sc" "$ec"
+  hc=$(echo "${HEY[$k strata]} ${HEY[$k etcd]}" | median)
+  printf "| %s | %s | %s B | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.3f | %.3f | %.3f |\n" $target $op $size $c "$s" "$e" "$(echo "$s $e" | awk '{print $1/$2}')" "$sp" "$ep" "$sc" "$ec" "$hc"
 done; done; done; done
