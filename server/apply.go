@@ -111,8 +111,9 @@ func (a *applier) ApplyBatch(cmds []cluster.Command) ([]any, error) {
 		}
 		res, err := result(a.apply(w, r))
 		if err != nil {
-			// The store failed: release the batch (it commits nothing
-			// after a failure) and stop.
+			// The store cannot apply: release the batch (it commits
+			// the entries staged before, a prefix of the log with its
+			// index, unless the store failed) and stop.
 			_ = commit()
 			return nil, err
 		}
