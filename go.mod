@@ -10,6 +10,7 @@ require (
 	github.com/coreos/go-semver v0.3.1
 	github.com/golang/snappy v1.0.0
 	github.com/google/btree v1.1.3
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0
 	github.com/klauspost/compress v1.20.4
 	github.com/minio/minlz v1.2.4
 	github.com/pierrec/lz4/v4 v4.1.33
@@ -63,7 +64,6 @@ require (
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
-	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/kr/pretty v0.3.1 // indirect
