@@ -65,6 +65,12 @@ func TestGateway(t *testing.T) {
 	if code := gatewayPost(t, s, "/v3/kv/put", `{"key": 5`, &bad); code != http.StatusBadRequest || bad.Message == "" {
 		t.Errorf("malformed JSON: %d %+v", code, bad)
 	}
+	huge := `{"key":"` + b64("big") + `","value":"` + strings.Repeat("A", int(s.cfg.Server.MaxRequestBytes+grpcOverheadBytes)) + `"}`
+	if code := gatewayPost(t, s, "/v3/kv/put", huge, &bad); code != http.StatusBadRequest {
+		t.Errorf("a body over max_request_bytes: %d %+v, want 400", code, bad)
+	} else {
+		t.Logf("a body over max_request_bytes: %d %+v", code, bad)
+	}
 	if code := gatewayPost(t, s, "/v3/auth/status", `{}`, &bad); code != http.StatusNotImplemented {
 		t.Errorf("auth: %d %+v, want 501 (Unimplemented)", code, bad)
 	}

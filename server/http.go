@@ -16,7 +16,10 @@ import (
 func (s *Server) httpHandler(gateway http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	if gateway != nil {
-		mux.Handle(gatewayPrefix, s.metrics.http("v3_gateway", gateway))
+		// A body is read whole before it becomes a gRPC message: bound it
+		// as gRPC bounds a message.
+		limit := s.cfg.Server.MaxRequestBytes + grpcOverheadBytes
+		mux.Handle(gatewayPrefix, s.metrics.http("v3_gateway", http.MaxBytesHandler(gateway, limit)))
 	}
 	v2 := s.metrics.http("v2", http.HandlerFunc(s.v2Keys))
 	mux.Handle(v2KeysPrefix, v2)
