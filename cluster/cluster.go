@@ -107,6 +107,9 @@ type Status struct {
 	CommitIndex  uint64
 	AppliedIndex uint64
 	IsLeader     bool
+	// LeaderChanges counts the times this member saw a new leader since
+	// it started (etcd's etcd_server_leader_changes_seen_total).
+	LeaderChanges uint64
 }
 
 // Member is one member of the cluster.

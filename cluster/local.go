@@ -123,6 +123,8 @@ func (n *Local) Status() Status {
 		CommitIndex:  a,
 		AppliedIndex: a,
 		IsLeader:     true,
+
+		LeaderChanges: 1, // itself, at start
 	}
 }
 

@@ -25,8 +25,12 @@ func TestRaftMoveLeader(t *testing.T) {
 	if err := c.nodes[lead].(LeaderMover).MoveLeader(ctx, 12345); !errors.Is(err, ErrBadLeaderTransferee) {
 		t.Errorf("MoveLeader to a stranger: %v, want ErrBadLeaderTransferee", err)
 	}
+	changes := c.nodes[to].Status().LeaderChanges
 	if err := c.nodes[lead].(LeaderMover).MoveLeader(ctx, target); err != nil {
 		t.Fatal(err)
+	}
+	if got := c.nodes[to].Status().LeaderChanges; got <= changes {
+		t.Errorf("leader changes seen by the new leader: %d before the move, %d after", changes, got)
 	}
 	if now := c.leader(); now != to {
 		t.Fatalf("member %d leads after the move to member %d", now, to)

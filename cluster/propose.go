@@ -222,6 +222,8 @@ func (n *raftNode) Status() Status {
 		CommitIndex:  n.commit.Load(),
 		AppliedIndex: n.applied.Load(),
 		IsLeader:     lead == n.id,
+
+		LeaderChanges: n.leaderChanges.Load(),
 	}
 }
 

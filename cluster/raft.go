@@ -68,7 +68,9 @@ type raftNode struct {
 	appliedWake chan struct{} // closed and replaced when applied moves
 
 	term, lead, commit atomic.Uint64
-	leaderc            chan struct{}
+	// leaderChanges counts the new leaders seen (Status.LeaderChanges).
+	leaderChanges atomic.Uint64
+	leaderc       chan struct{}
 
 	wait  *waitRegistry
 	reqID atomic.Uint64

@@ -64,6 +64,7 @@ func (n *raftNode) run() {
 func (n *raftNode) setLeader(lead uint64) {
 	if old := n.lead.Swap(lead); old != lead {
 		if lead != 0 {
+			n.leaderChanges.Add(1)
 			n.logf("leader is %x", lead)
 		}
 		select {

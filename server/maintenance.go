@@ -22,23 +22,13 @@ type maintenanceServer struct {
 	s *Server
 }
 
-// Status reports the member: etcd API version, database size on disk
-// (dbSize: tables, WAL files, recycled ones included, and metadata; what
-// etcd reports as its file's size) and in use (dbSizeInUse: the live
-// tables and WAL, what etcd reports as the pages in use), leader, raft
-// index and term. etcdctl shows "is leader" when leader
+// Status reports the member: etcd API version, database size on disk and
+// in use (dbSizes), leader, raft index and term. etcdctl shows "is leader" when leader
 // equals the header's member_id.
 func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
 	s := m.s
 	st := s.node.Status()
-	size, inUse := int64(1), int64(1)
-	if em, err := s.db.Metrics(); err == nil && em.DiskUsageBytes > 0 {
-		size, inUse = int64(em.DiskUsageBytes), int64(em.WAL.LiveBytes)
-		for _, l := range em.Levels {
-			inUse += l.Bytes
-		}
-		inUse = max(1, min(inUse, size))
-	}
+	size, inUse := s.dbSizes()
 	return &pb.StatusResponse{
 		Header:           s.fill(nil),
 		Version:          version.Version,
@@ -50,6 +40,22 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 		RaftAppliedIndex: st.AppliedIndex,
 		StorageVersion:   version.Cluster(version.Version),
 	}, nil
+}
+
+// dbSizes returns the database's size on disk (tables, WAL files, the
+// recycled ones included, and metadata; etcd's dbSize, its file's size)
+// and in use (the live tables and WAL; etcd's dbSizeInUse), at least 1
+// each, as etcd's are.
+func (s *Server) dbSizes() (size, inUse int64) {
+	size, inUse = 1, 1
+	if em, err := s.db.Metrics(); err == nil && em.DiskUsageBytes > 0 {
+		size, inUse = int64(em.DiskUsageBytes), int64(em.WAL.LiveBytes)
+		for _, l := range em.Levels {
+			inUse += l.Bytes
+		}
+		inUse = max(1, min(inUse, size))
+	}
+	return size, inUse
 }
 
 // Defragment is what etcd's defragmentation is for, giving the space of

@@ -19,6 +19,9 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// proposalsPending and proposalsFailed are etcd's (see etcdMetrics).
+	proposalsPending prometheus.Gauge
+	proposalsFailed  prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -34,6 +37,12 @@ func newMetrics(s *Server) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}, []string{"api", "method"}),
 	}
+	m.proposalsPending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "etcd", Subsystem: "server", Name: "proposals_pending",
+		Help: "The number of writes proposed and not yet applied (etcd's name)."})
+	m.proposalsFailed = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "etcd", Subsystem: "server", Name: "proposals_failed_total",
+		Help: "The number of failed proposals: no leader, a timeout, a stopped member (etcd's name)."})
+	m.registry.MustRegister(m.proposalsPending, m.proposalsFailed)
+	m.registry.MustRegister(etcdMetrics(s)...)
 	m.registry.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.db.Collector(),
@@ -41,15 +50,40 @@ func newMetrics(s *Server) *metrics {
 			Help: "The store's current revision."}, func() float64 { return float64(s.store.Rev()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "strata", Subsystem: "mvcc", Name: "compact_revision",
 			Help: "The revision of the last compaction."}, func() float64 { return float64(s.store.CompactRev()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "strata", Subsystem: "server", Name: "is_leader",
-			Help: "1 if this member is the leader."}, func() float64 {
-			if s.node.Status().IsLeader {
-				return 1
-			}
-			return 0
-		}),
 	)
 	return m
+}
+
+// etcdMetrics are the member's figures under the names etcd exports, so
+// that the dashboards and alerts written for etcd (etcd's mixin: no
+// leader, frequent leader changes, failed proposals, database size) work
+// on Strata unchanged.
+func etcdMetrics(s *Server) []prometheus.Collector {
+	gauge := func(subsystem, name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "etcd", Subsystem: subsystem, Name: name, Help: help}, f)
+	}
+	counter := func(subsystem, name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "etcd", Subsystem: subsystem, Name: name, Help: help}, f)
+	}
+	bit := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return []prometheus.Collector{
+		gauge("server", "has_leader", "1 if the member knows a leader.", func() float64 { return bit(s.node.Status().Leader != 0) }),
+		gauge("server", "is_leader", "1 if the member is the leader.", func() float64 { return bit(s.node.Status().IsLeader) }),
+		counter("server", "leader_changes_seen_total", "The number of leader changes the member has seen.",
+			func() float64 { return float64(s.node.Status().LeaderChanges) }),
+		gauge("server", "proposals_committed_total", "The log index committed (etcd exports it as a gauge).",
+			func() float64 { return float64(s.node.Status().CommitIndex) }),
+		gauge("server", "proposals_applied_total", "The log index applied (etcd exports it as a gauge).",
+			func() float64 { return float64(s.node.Status().AppliedIndex) }),
+		gauge("mvcc", "db_total_size_in_bytes", "The database's size on disk.", func() float64 { size, _ := s.dbSizes(); return float64(size) }),
+		gauge("mvcc", "db_total_size_in_use_in_bytes", "The database's size in use: live tables and WAL.",
+			func() float64 { _, inUse := s.dbSizes(); return float64(inUse) }),
+	}
 }
 
 func (m *metrics) observe(api, method, code string, start time.Time) {

@@ -225,8 +225,11 @@ func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.proposalsPending.Inc()
 	res, err := s.node.Propose(ctx, data)
+	s.metrics.proposalsPending.Dec()
 	if err != nil {
+		s.metrics.proposalsFailed.Inc()
 		return nil, err
 	}
 	ar, ok := res.(*applyResult)

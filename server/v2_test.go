@@ -143,7 +143,9 @@ func TestHealthVersionMetrics(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{`strata_server_requests_total{api="http",code="201",method="v2 PUT"} 1`,
-		"strata_server_request_duration_seconds_bucket", "strata_mvcc_revision 2", "strata_block_cache_capacity_bytes", "go_goroutines"} {
+		"strata_server_request_duration_seconds_bucket", "strata_mvcc_revision 2", "strata_block_cache_capacity_bytes", "go_goroutines",
+		"etcd_server_has_leader 1", "etcd_server_is_leader 1", "etcd_server_leader_changes_seen_total 1", "etcd_server_proposals_applied_total 1",
+		"etcd_server_proposals_pending 0", "etcd_server_proposals_failed_total 0", "etcd_mvcc_db_total_size_in_bytes "} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
