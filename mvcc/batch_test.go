@@ -328,18 +328,7 @@ func batchCrash(t *testing.T, syncWrites bool) {
 		if applied < cl.acked {
 			t.Fatalf("clone %d: applied index %d, but the batch up to %d was durable (synced or flushed) before the crash", c, applied, cl.acked)
 		}
-		for i := 1; i <= n; i++ {
-			if kinds[i] != 0 {
-				continue
-			}
-			res, err := s2.Range(fmt.Appendf(nil, "e%04d", i), nil, RangeOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if present := len(res.KVs) == 1; present != (uint64(i) <= applied) {
-				t.Fatalf("clone %d at applied index %d: entry %d's put present = %v", c, applied, i, present)
-			}
-		}
+		checkPutsUpTo(t, s2, c, applied, kinds)
 		_ = s2.Close()
 		_ = db2.Close()
 	}

@@ -148,20 +148,28 @@ func TestEntryCrash(t *testing.T) {
 	for c, fs := range clones {
 		db2 := openEngine(t, fs, true)
 		s2 := openStore(t, db2, Options{})
-		applied := s2.AppliedIndex()
-		for i := 1; i <= n; i++ {
-			if kinds[i] != 0 {
-				continue
-			}
-			res, err := s2.Range(fmt.Appendf(nil, "e%04d", i), nil, RangeOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if present := len(res.KVs) == 1; present != (uint64(i) <= applied) {
-				t.Fatalf("clone %d at applied index %d: entry %d's put present = %v", c, applied, i, present)
-			}
-		}
+		checkPutsUpTo(t, s2, c, s2.AppliedIndex(), kinds)
 		_ = s2.Close()
 		_ = db2.Close()
+	}
+}
+
+// checkPutsUpTo checks, on clone c recovered at applied index applied,
+// that the put of each entry i (kinds[i] 0: a put of key e%04d) is
+// present exactly when i <= applied: an entry's writes and its index
+// reach storage together.
+func checkPutsUpTo(t *testing.T, s *Store, c int, applied uint64, kinds []int) {
+	t.Helper()
+	for i := 1; i < len(kinds); i++ {
+		if kinds[i] != 0 {
+			continue
+		}
+		res, err := s.Range(fmt.Appendf(nil, "e%04d", i), nil, RangeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if present := len(res.KVs) == 1; present != (uint64(i) <= applied) {
+			t.Fatalf("clone %d at applied index %d: entry %d's put present = %v", c, applied, i, present)
+		}
 	}
 }
