@@ -102,16 +102,7 @@ func TestGateway(t *testing.T) {
 	gatewayPost(t, s, "/v3/kv/put", `{"key":"`+b64("w")+`","value":"`+b64("1")+`"}`, nil)
 	r := next()
 	evs, _ := r["events"].([]any)
-	if len(evs) != 1 || !strings.Contains(mustJSON(t, evs[0]), b64("1")) {
+	if len(evs) != 1 || !strings.Contains(jsonOf(t, evs[0]), b64("1")) {
 		t.Fatalf("watch response %v, want the put of w", r)
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

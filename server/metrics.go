@@ -80,10 +80,27 @@ func etcdMetrics(s *Server) []prometheus.Collector {
 			func() float64 { return float64(s.node.Status().CommitIndex) }),
 		gauge("server", "proposals_applied_total", "The log index applied (etcd exports it as a gauge).",
 			func() float64 { return float64(s.node.Status().AppliedIndex) }),
-		gauge("mvcc", "db_total_size_in_bytes", "The database's size on disk.", func() float64 { size, _ := s.dbSizes(); return float64(size) }),
-		gauge("mvcc", "db_total_size_in_use_in_bytes", "The database's size in use: live tables and WAL.",
-			func() float64 { _, inUse := s.dbSizes(); return float64(inUse) }),
+		dbSizeCollector{s},
 	}
+}
+
+// dbSizeCollector exports etcd_mvcc_db_total_size_in_bytes and
+// etcd_mvcc_db_total_size_in_use_in_bytes from one read of the engine's
+// metrics per scrape.
+type dbSizeCollector struct{ s *Server }
+
+var (
+	dbSizeDesc  = prometheus.NewDesc("etcd_mvcc_db_total_size_in_bytes", "The database's size on disk.", nil, nil)
+	dbInUseDesc = prometheus.NewDesc("etcd_mvcc_db_total_size_in_use_in_bytes",
+		"The database's size in use: live tables and WAL.", nil, nil)
+)
+
+func (c dbSizeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- dbSizeDesc; ch <- dbInUseDesc }
+
+func (c dbSizeCollector) Collect(ch chan<- prometheus.Metric) {
+	size, inUse := c.s.dbSizes()
+	ch <- prometheus.MustNewConstMetric(dbSizeDesc, prometheus.GaugeValue, float64(size))
+	ch <- prometheus.MustNewConstMetric(dbInUseDesc, prometheus.GaugeValue, float64(inUse))
 }
 
 func (m *metrics) observe(api, method, code string, start time.Time) {

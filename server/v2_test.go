@@ -42,8 +42,9 @@ func v2Do(t *testing.T, method, u string, form url.Values) (int, http.Header, ma
 	return resp.StatusCode, resp.Header, m
 }
 
-func jsonOf(t *testing.T, m map[string]any) string {
-	b, err := json.Marshal(m)
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ package cmalloc
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Settings are the allocator parameters Tune sets.
@@ -67,12 +68,5 @@ func Tune(s Settings) string {
 	if len(done) == 0 {
 		return "malloc unchanged"
 	}
-	out := "malloc"
-	for i, d := range done {
-		if i > 0 {
-			out += ","
-		}
-		out += " " + d
-	}
-	return out
+	return "malloc " + strings.Join(done, ", ")
 }
