@@ -157,6 +157,9 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	opts.ensureDefaults()
 	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}, leases: newLeaseSet()}
 	start := time.Now()
+	if err := upgradeLayout(db); err != nil {
+		return nil, err
+	}
 	metaCur, _, err := s.readMeta(metaRev)
 	if err != nil {
 		return nil, err
@@ -201,6 +204,45 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// upgradeLayout moves the leases and metadata of a store written before
+// they sorted after the revisions (codec.go) to their keys now, in one
+// batch: a crash leaves the old layout or the new one, and the next Open
+// moves what is left.
+func upgradeLayout(db *engine.DB) error {
+	b := db.NewBatch()
+	defer b.Close()
+	moved := 0
+	for _, prefix := range []struct{ old, now byte }{{oldLeasePrefix, leasePrefix}, {oldMetaPrefix, metaPrefix}} {
+		it, err := db.NewIter(&engine.IterOptions{LowerBound: []byte{prefix.old}, UpperBound: []byte{prefix.old + 1}})
+		if err != nil {
+			return err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			k := append([]byte{prefix.now}, it.Key()[1:]...)
+			if err := b.Put(k, it.Value()); err == nil {
+				err = b.Delete(it.Key())
+			}
+			if err != nil {
+				it.Close()
+				return err
+			}
+			moved++
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
+		}
+	}
+	if moved == 0 {
+		return nil
+	}
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
+	}
+	return nil
 }
 
 // readMeta reads a metadata value; found is false (and v 0) if absent.

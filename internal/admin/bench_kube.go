@@ -23,6 +23,7 @@ type benchKubeOptions struct {
 	seed         int64
 	quota        int64
 	timeout      time.Duration
+	endpoint     string
 }
 
 // AddFlags registers kube's flags.
@@ -38,6 +39,7 @@ func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.seed, "seed", 1, "workload seed")
 	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
 	fs.DurationVar(&o.timeout, "load-timeout", 30*time.Minute, "bound on each server's load")
+	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
 }
 
 func newBenchKubeCommand() *cobra.Command {
@@ -79,12 +81,25 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	}
 	ctx, stop := signalContext(cmd)
 	defer stop()
+	load := bench.KubeLoad{
+		Pods: o.pods, Updates: o.updates, Clients: o.clients, Conns: o.conns,
+		EventEvery: o.eventEvery, CompactEvery: o.compactEvery, Seed: o.seed, Timeout: o.timeout,
+	}
+	if o.endpoint != "" {
+		load.Endpoint, load.Progress = o.endpoint, cmd.ErrOrStderr()
+		r, err := load.Run(ctx)
+		if r == nil {
+			return err
+		}
+		res := &bench.KubeRun{Options: bench.KubeOptions{Load: load}, Samples: []bench.KubeSample{{Name: o.endpoint, KubeResult: r}}}
+		if werr := res.Table().Write(cmd.OutOrStdout(), o.common.format); werr != nil {
+			return werr
+		}
+		return err
+	}
 	ko := bench.KubeOptions{
 		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, Progress: cmd.ErrOrStderr(),
-		Load: bench.KubeLoad{
-			Pods: o.pods, Updates: o.updates, Clients: o.clients, Conns: o.conns,
-			EventEvery: o.eventEvery, CompactEvery: o.compactEvery, Seed: o.seed, Timeout: o.timeout,
-		},
+		Load: load,
 	}
 	var cleanup func()
 	ko.Programs, cleanup, err = o.common.programs(ctx, ks, cmd.ErrOrStderr())
