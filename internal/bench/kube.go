@@ -137,6 +137,7 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	k := &kubeRun{KubeLoad: l, pods: workload.NewPods(l.Seed), start: time.Now()}
 	k.modRev = make([]atomic.Int64, l.Pods)
 	k.gen = make([]atomic.Int32, l.Pods)
+	k.stored = make([]atomic.Int32, l.Pods)
 	k.perSecond = make([]atomic.Int32, int(l.Timeout/time.Second)+2)
 	k.compactAt = make([]atomic.Bool, len(k.perSecond))
 	k.lease.c = admin
@@ -195,8 +196,40 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	if res.ListKeys != l.Pods {
 		return res, fmt.Errorf("%w: the list returned %d pods, want %d", ErrKubeLoad, res.ListKeys, l.Pods)
 	}
+	if err := k.verify(ctx, admin); err != nil {
+		return res, err
+	}
 	k.summarize(res, phaseEnd)
 	return res, nil
+}
+
+// verify reads every pod back: its value and mod_revision are the last
+// acknowledged write's. Then the history: a read at the last compaction's
+// revision is answered, one below it is refused as compacted.
+func (k *kubeRun) verify(ctx context.Context, c *clientv3.Client) error {
+	for i := range k.Pods {
+		key := k.pods.Key(i)
+		resp, err := c.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("%w: reading %s back: %w", ErrKubeLoad, key, err)
+		}
+		if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != k.modRev[i].Load() || string(resp.Kvs[0].Value) != string(k.pods.Pod(i, int(k.stored[i].Load()))) {
+			return fmt.Errorf("%w: %s is not its last acknowledged write (mod_revision %d)", ErrKubeLoad, key, k.modRev[i].Load())
+		}
+	}
+	k.mu.Lock()
+	compactedTo := k.compactedTo
+	k.mu.Unlock()
+	if compactedTo == 0 {
+		return nil
+	}
+	if _, err := c.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithRev(compactedTo), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("%w: reading at the compacted revision %d: %w", ErrKubeLoad, compactedTo, err)
+	}
+	if _, err := c.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithRev(compactedTo-1), clientv3.WithCountOnly()); err == nil {
+		return fmt.Errorf("%w: a read below the compacted revision %d was answered", ErrKubeLoad, compactedTo)
+	}
+	return nil
 }
 
 // kubeRun is the state of one KubeLoad while it runs.
@@ -206,15 +239,17 @@ type kubeRun struct {
 	start time.Time
 
 	modRev    []atomic.Int64 // each pod's last mod_revision
-	gen       []atomic.Int32 // each pod's generation
+	gen       []atomic.Int32 // each pod's last generation tried
+	stored    []atomic.Int32 // each pod's last generation acknowledged
 	perSecond []atomic.Int32 // pod writes completed in each second
 	compactAt []atomic.Bool  // seconds in which a compaction was requested
 
-	mu        sync.Mutex
-	latencies []kubeLatency
-	compacted []time.Duration // offsets of compaction requests
-	phases    []phaseMark
-	gauges    []KubeGauge
+	mu          sync.Mutex
+	latencies   []kubeLatency
+	compacted   []time.Duration // offsets of compaction requests
+	compactedTo int64           // the revision of the last compaction
+	phases      []phaseMark
+	gauges      []KubeGauge
 
 	conflicts   atomic.Int64
 	events      atomic.Int64
@@ -320,6 +355,7 @@ func (k *kubeRun) update(ctx context.Context, c *clientv3.Client, w, n int) erro
 		}
 		if resp.Succeeded {
 			k.modRev[i].Store(resp.Header.Revision)
+			k.stored[i].Store(int32(gen))
 			return k.maybeEvent(ctx, c, i)
 		}
 		k.conflicts.Add(1)
@@ -442,6 +478,7 @@ func (k *kubeRun) compactor(ctx context.Context, c *clientv3.Client) {
 				k.compactions.Add(1)
 				k.mu.Lock()
 				k.compacted = append(k.compacted, at)
+				k.compactedTo = prev
 				k.mu.Unlock()
 			}
 		}
