@@ -64,6 +64,9 @@ type field struct {
 	// text reads and writes a value that is not a plain string, bool or
 	// number (or, with key empty, the whole line).
 	text *textForm
+	// sets names the Config keys a row without key sets (the codec
+	// options): a config file that gives both names is refused.
+	sets []string
 	// index locates the Config field (from the toml tags).
 	index []int
 }
@@ -136,6 +139,10 @@ var (
 	// (section + "\x00" + name); strataRows by the key of a "# strata:"
 	// comment.
 	rocksDBRows, strataRows map[string]*field
+	// fileRows finds a row by the RocksDB name a config file may give in
+	// place of the Strata key (rocksdb_names.go): every RocksDB name of the
+	// table outside [Version] that is not also the Strata key.
+	fileRows map[string]*field
 )
 
 func init() {
@@ -174,11 +181,11 @@ func init() {
 			reason: "Strata uses target_file_size_base on every level (multiplier 1)"},
 		{key: "max_bytes_for_level_base_mb", section: sectionCF, rocksdb: "max_bytes_for_level_base", scale: mib, limits: inRange(1, 1<<20), def: 256},
 		{key: "optimize_filters_for_hits", section: sectionCF, rocksdb: "optimize_filters_for_hits", def: false},
-		{section: sectionCF, rocksdb: "compression", text: compressionText},
-		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText},
-		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText},
-		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText},
-		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText},
+		{section: sectionCF, rocksdb: "compression", text: compressionText, sets: []string{"compression_default"}},
+		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText, sets: []string{"compression_bottommost"}},
+		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText, sets: []string{"compression_default", "compression_bottommost"}},
+		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText, sets: []string{"compression_default"}},
+		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText, sets: []string{"compression_bottommost"}},
 		{key: "compression_default", section: sectionCF, def: "lz4", check: (*validator).codec, text: spellingText,
 			noteIf: func(r *Resolved) bool { return requestsLZ4(r, 0) }, reason: reasonLZ4},
 		{key: "compression_bottommost", section: sectionCF, def: "zstd", check: (*validator).codec, text: spellingText,
@@ -253,12 +260,18 @@ func indexFields() {
 	for i := range t.NumField() {
 		tags[t.Field(i).Tag.Get("toml")] = t.Field(i).Index
 	}
-	rocksDBRows, strataRows = map[string]*field{}, map[string]*field{}
+	rocksDBRows, strataRows, fileRows = map[string]*field{}, map[string]*field{}, map[string]*field{}
 	byField = byField[:0]
 	for i := range fields {
 		f := &fields[i]
 		if f.rocksdb != "" {
 			rocksDBRows[f.section+"\x00"+f.rocksdb] = f
+		}
+		if f.rocksdb != "" && f.rocksdb != f.key && f.section != sectionVersion {
+			if _, ok := fileRows[f.rocksdb]; ok {
+				panic("config: field table: RocksDB name " + f.rocksdb + " in two sections")
+			}
+			fileRows[f.rocksdb] = f
 		}
 		if f.key == "" {
 			continue
