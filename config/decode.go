@@ -125,6 +125,9 @@ const (
 	// keyStringList is a list of strings, or one string: RocksDB's
 	// compression_per_level (rocksdb_names.go); no Config field has it.
 	keyStringList
+	// keySize is a size in bytes under a RocksDB name: a non-negative
+	// integer, or a string with RocksDB's suffix ("64m"; parseSize).
+	keySize
 )
 
 // keySpec is one key of a table: its name and type.
@@ -274,6 +277,10 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 	case keyBool:
 		if v.kind != kindBool {
 			c.add(key, v, "expected true or false")
+		}
+	case keySize:
+		if (v.kind != kindInt || v.num.Sign() < 0) && v.kind != kindString {
+			c.add(key, v, `expected a size in bytes: a non-negative integer, or a string with RocksDB's suffix k, m, g or t ("64m")`)
 		}
 	case keyStringList:
 		if v.kind == kindString {

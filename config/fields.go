@@ -42,6 +42,10 @@ type field struct {
 	// rocksdb is RocksDB's name of the option; empty writes the value as a
 	// "# strata: key=value" comment, which RocksDB's parser skips.
 	rocksdb string
+	// readAs is a RocksDB name that is read (by the importer and in config
+	// files) but not written, for an option RocksDB keeps out of its
+	// OPTIONS file (block_cache); its unit is scale's, as rocksdb's.
+	readAs string
 	// scale converts units: RocksDB's value is the Config value times scale
 	// (mib: the file's MB are RocksDB's bytes). 0 means 1.
 	scale int64
@@ -203,7 +207,7 @@ func init() {
 			noteIf: func(r *Resolved) bool { return r.Config.PartitionFilters }, reason: reasonPartition},
 		{section: sectionTable, rocksdb: "index_type", text: indexTypeText},
 		{key: "bloom_bits_per_key", section: sectionTable, rocksdb: "filter_policy", limits: inRange(0, 64), def: 10, text: filterPolicyText},
-		{key: "block_cache_size_mb", section: sectionTable, limits: inRange(0, 1<<20), def: 256,
+		{key: "block_cache_size_mb", section: sectionTable, readAs: "block_cache", scale: mib, limits: inRange(0, 1<<20), def: 256,
 			comment: "RocksDB does not keep the block cache in its options file"},
 		{key: "high_pri_pool_ratio", section: sectionTable, limits: inRange(0, 1), def: 0.5,
 			noteIf: func(r *Resolved) bool { return r.Config.HighPriPoolRatio != 0 }, reason: reasonHighPri},
@@ -264,14 +268,17 @@ func indexFields() {
 	byField = byField[:0]
 	for i := range fields {
 		f := &fields[i]
-		if f.rocksdb != "" {
-			rocksDBRows[f.section+"\x00"+f.rocksdb] = f
-		}
-		if f.rocksdb != "" && f.rocksdb != f.key && f.section != sectionVersion {
-			if _, ok := fileRows[f.rocksdb]; ok {
-				panic("config: field table: RocksDB name " + f.rocksdb + " in two sections")
+		for _, name := range []string{f.rocksdb, f.readAs} {
+			if name == "" {
+				continue
 			}
-			fileRows[f.rocksdb] = f
+			rocksDBRows[f.section+"\x00"+name] = f
+			if name != f.key && f.section != sectionVersion {
+				if _, ok := fileRows[name]; ok {
+					panic("config: field table: RocksDB name " + name + " in two sections")
+				}
+				fileRows[name] = f
+			}
 		}
 		if f.key == "" {
 			continue
@@ -367,6 +374,9 @@ func (f *field) format(r *Resolved) (string, bool) {
 	case reflect.Float64:
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64), true
 	default:
+		if f.rocksdb == "" {
+			return strconv.FormatInt(v.Int(), 10), true // a "# strata:" comment, in the key's unit
+		}
 		return strconv.FormatInt(v.Int()*max(f.scale, 1), 10), true
 	}
 }
@@ -397,7 +407,7 @@ func (f *field) parse(imp *importer, name, value, raw string) error {
 		}
 		v.SetFloat(x)
 	default:
-		if f.scale > 1 {
+		if f.scale > 1 && (name == f.rocksdb || name == f.readAs) {
 			n, err := imp.scaled(f, name, value)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -48,9 +49,11 @@ func (u Unmapped) String() string {
 // OPTIONS-rocksdb" column of docs/config.md), in the four sections
 // RocksDBOptions writes, and the codec options compression,
 // bottommost_compression, compression_per_level and the level in
-// compression_opts and bottommost_compression_opts. Sizes in bytes become
-// MB; a size that is not a whole number of MB is rounded up and listed as
-// Unmapped. Values that agree with what Strata does anyway
+// compression_opts and bottommost_compression_opts, and block_cache as
+// RocksDB's option strings give it (a size; RocksDB does not write it in
+// its OPTIONS files). Sizes in bytes, with or without RocksDB's suffixes
+// k, m, g, t, become MB; a size that is not a whole number of MB is
+// rounded up and listed as Unmapped. Values that agree with what Strata does anyway
 // (create_if_missing=true, num_levels=7, target_file_size_multiplier=1,
 // index_type, ...) are accepted silently; everything else, including codecs
 // Pebble cannot store (kZlibCompression), other column families and unknown
@@ -237,9 +240,9 @@ func (imp *importer) fixedValue(f *field, value string) error {
 // scaled converts a size in RocksDB's unit (bytes) to the row's (MB),
 // rounding up; a value that is not a whole number of units is Unmapped too.
 func (imp *importer) scaled(f *field, name, value string) (int64, error) {
-	n, err := strconv.ParseUint(value, 10, 64)
+	n, err := parseSize(value)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%s: expected a size in bytes", name, clip(value))
+		return 0, fmt.Errorf("%s=%s: expected a size in bytes, with or without one of RocksDB's suffixes k, m, g, t (64m)", name, clip(value))
 	}
 	unit := uint64(f.scale)
 	mb := n / unit
@@ -433,6 +436,24 @@ func (imp *importer) applySpelling(key string, dst *string, derived bool) {
 	}
 	imp.unmapped = append(imp.unmapped, Unmapped{Section: s.section, Key: strataPrefix + " " + key, Value: s.value,
 		Reason: fmt.Sprintf("disagrees with the RocksDB compression keys, which give %s", *dst)})
+}
+
+// parseSize reads a size in bytes as RocksDB's option strings write it: an
+// unsigned integer, optionally followed by one of k, m, g, t (upper case
+// too) for 2^10, 2^20, 2^30, 2^40 (RocksDB's ParseUint64), as in
+// write_buffer_size=64m.
+func parseSize(value string) (uint64, error) {
+	digits, shift := value, 0
+	if value != "" {
+		if i := strings.IndexByte("kmgt", value[len(value)-1]|0x20); i >= 0 {
+			digits, shift = value[:len(value)-1], 10*(i+1)
+		}
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > math.MaxUint64>>shift {
+		return 0, fmt.Errorf("size %q: expected an unsigned integer with an optional k, m, g or t", value)
+	}
+	return n << shift, nil
 }
 
 // parseBool reads a boolean as RocksDB writes it: true, false, 1 or 0.

@@ -37,8 +37,11 @@ import (
 func fileRowNames() []string {
 	var names []string
 	for i := range fields {
-		if f := &fields[i]; fileRows[f.rocksdb] == f {
-			names = append(names, f.rocksdb)
+		f := &fields[i]
+		for _, name := range []string{f.rocksdb, f.readAs} {
+			if name != "" && fileRows[name] == f {
+				names = append(names, name)
+			}
 		}
 	}
 	return names
@@ -73,7 +76,7 @@ func fileSpec(f *field) keySpec {
 		spec, _ = configSchema.lookup(f.key)
 		spec.name = f.rocksdb
 		if f.scale > 1 {
-			spec.kind, spec.bits = keyUint, 64
+			spec.kind = keySize
 		}
 	}
 	return spec
@@ -147,8 +150,10 @@ func (imp *importer) fileValue(f *field, name string, v *value) {
 	}
 	text := optionText(v)
 	if err := f.parse(imp, name, text, text); err != nil {
-		// The checker gave the value its type; the row still refused it.
-		imp.problems = append(imp.problems, &FieldError{Key: name, Value: v.shown(), Rule: err.Error()})
+		// The checker gave the value its type; the row still refused it
+		// ("64x" for a size). Its error says "name=value: rule".
+		rule := strings.TrimPrefix(err.Error(), name+"="+clip(text)+": ")
+		imp.problems = append(imp.problems, &FieldError{Key: name, Value: v.shown(), Rule: rule})
 		return
 	}
 	if f.key == "" || f.limits == nil || f.limits.allows(f.number(imp.cfg)) {

@@ -55,6 +55,11 @@ func TestRocksDBNamesMapped(t *testing.T) {
 	}{
 		{"write_buffer_size", []kv{{"write_buffer_size", "134217728"}},
 			func(c *Config) { c.MemtableSizeMB = 128 }},
+		// Sizes take RocksDB's suffixes, as its option strings do.
+		{"write_buffer_size", []kv{{"write_buffer_size", `"64m"`}, {"target_file_size_base", `"32M"`}, {"max_bytes_for_level_base", `"1g"`}},
+			func(c *Config) { c.MemtableSizeMB, c.TargetFileSizeBaseMB, c.MaxBytesForLevelBaseMB = 64, 32, 1024 }},
+		{"block_cache", []kv{{"block_cache", "1073741824"}}, func(c *Config) { c.BlockCacheSizeMB = 1024 }},
+		{"block_cache", []kv{{"block_cache", `"2G"`}}, func(c *Config) { c.BlockCacheSizeMB = 2048 }},
 		{"compaction_style", []kv{{"compaction_style", `"kCompactionStyleUniversal"`}},
 			func(c *Config) { c.UseUniversalCompaction = true }},
 		{"compaction_style", []kv{{"compaction_style", `"kCompactionStyleLevel"`}}, func(c *Config) {}},
@@ -157,9 +162,15 @@ func TestRocksDBNamesRefused(t *testing.T) {
 		{[]kv{{"max_bytes_for_level_base", "0"}}, []string{
 			"max_bytes_for_level_base = 0: must be from 1048576 to 1099511627776 bytes (max_bytes_for_level_base_mb: 1 to 1048576 MiB)"}},
 		{[]kv{{"target_file_size_base", "-1"}}, []string{
-			"target_file_size_base = -1: expected a non-negative integer"}},
+			`target_file_size_base = -1: expected a size in bytes: a non-negative integer, or a string with RocksDB's suffix k, m, g or t ("64m")`}},
 		{[]kv{{"write_buffer_size", `"64MB"`}}, []string{
-			`write_buffer_size = "64MB": expected a non-negative integer`}},
+			`write_buffer_size = "64MB": expected a size in bytes, with or without one of RocksDB's suffixes k, m, g, t (64m)`}},
+		{[]kv{{"block_cache", `"17000000000000000t"`}}, []string{
+			`block_cache = "17000000000000000t": expected a size in bytes, with or without one of RocksDB's suffixes k, m, g, t (64m)`}},
+		{[]kv{{"block_cache", `"2t"`}}, []string{
+			`block_cache = "2t": must be from 0 to 1099511627776 bytes (block_cache_size_mb: 0 to 1048576 MiB)`}},
+		{[]kv{{"block_cache_size_mb", "64"}, {"block_cache", `"64m"`}}, []string{
+			`block_cache = "64m": the file sets block_cache_size_mb too, which is the same setting: keep one of the two`}},
 		{[]kv{{"memtable_size_mb", "64"}, {"write_buffer_size", "67108864"}}, []string{
 			"write_buffer_size = 67108864: the file sets memtable_size_mb too, which is the same setting: keep one of the two"}},
 		{[]kv{{"compression_per_level", lz4Bottom}, {"compression_bottommost", `"zstd"`}}, []string{
@@ -313,13 +324,18 @@ func TestDocsRocksDBNames(t *testing.T) {
 			if !strings.HasPrefix(unit, "bytes") {
 				unit = "(not bytes)"
 			}
+			unit, _, _ = strings.Cut(unit, " (") // a remark may follow the range
 			got = append(got, strings.TrimPrefix(cells[0], "| ")+" | "+cells[1]+" | "+unit)
 		}
 	}
 	var want []string
 	for i := range fields {
 		f := &fields[i]
-		if f.rocksdb == "" || f.section == sectionVersion {
+		name := f.rocksdb
+		if name == "" {
+			name = f.readAs
+		}
+		if name == "" || f.section == sectionVersion {
 			continue
 		}
 		keys := f.sets
@@ -334,7 +350,7 @@ func TestDocsRocksDBNames(t *testing.T) {
 		if f.scale == mib {
 			unit = fmt.Sprintf("bytes, a whole number of MiB: %d to %d", int64(f.limits.min)*mib, int64(f.limits.max)*mib)
 		}
-		want = append(want, "`"+f.rocksdb+"` | "+sets+" | "+unit)
+		want = append(want, "`"+name+"` | "+sets+" | "+unit)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("docs/config.md's RocksDB names =\n  %s\nthe table of fields gives\n  %s",
