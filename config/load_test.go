@@ -381,6 +381,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("db_paths:\n  - path: /a\n    target_size_bytes: 1\n  - *x\nsync: &x yes\n"), uint8(1))
 	f.Add([]byte(`{"high_pri_pool_ratio": 1e400, "db_paths": [[[[[[1]]]]]], "a": {"b": {"c": {}}}}`), uint8(2))
 	f.Add([]byte("zstd_level: 0x10\nblock_size: 1_024\nhigh_pri_pool_ratio: .nan\n"), uint8(1))
+	f.Add([]byte("write_buffer_size = \"64m\"\ncompression_per_level = [\"lz4\", \"kZSTD\"]\ncompression_opts = \"{level=4}\"\n"+
+		"filter_policy = \"bloomfilter:9\"\nblock_cache = 1048576\nmax_bytes_for_level_multiplier = 10.0\n"), uint8(0))
+	f.Add([]byte(`{"compression": "kZSTD", "bottommost_compression_opts": "{level=7;enabled=true}", "compression_bottommost": "none", "num_levels": 7}`), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
 		format := formats[int(which)%len(formats)]
 		c, err := Parse(data, format)

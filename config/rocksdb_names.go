@@ -115,7 +115,11 @@ func applyRocksDBNames(cfg *Config, root *value, names []string) []*FieldError {
 			for _, item := range v.list {
 				list = append(list, item.str)
 			}
-			imp.shown[name] = rawValue(`["` + strings.Join(list, `", "`) + `"]`)
+			quoted := make([]string, len(list))
+			for i, s := range list {
+				quoted[i] = strconv.Quote(s)
+			}
+			imp.shown[name] = rawValue("[" + strings.Join(quoted, ", ") + "]")
 		}
 		f := fileRows[name]
 		if f == nil {
