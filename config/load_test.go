@@ -282,17 +282,24 @@ func TestParseBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.format+"/"+tt.in, func(t *testing.T) {
 			cfg, err := Parse([]byte(tt.in), tt.format)
-			if cfg != nil {
-				t.Errorf("Parse returned a config along with the error")
-			}
-			var got []string
-			for _, p := range problems(t, err) {
-				got = append(got, p.Error())
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("problems =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
+			wantProblems(t, cfg, err, tt.want)
 		})
+	}
+}
+
+// wantProblems checks that a Parse or Load returned no config and exactly
+// the problems want, in order.
+func wantProblems(t *testing.T, cfg *Config, err error, want []string) {
+	t.Helper()
+	if cfg != nil {
+		t.Errorf("a config came back along with the error")
+	}
+	var got []string
+	for _, p := range problems(t, err) {
+		got = append(got, p.Error())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
 

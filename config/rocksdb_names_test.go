@@ -212,16 +212,7 @@ func TestRocksDBNamesRefused(t *testing.T) {
 			t.Run(tt.file[0].key+"/"+format, func(t *testing.T) {
 				data := render(format, tt.file)
 				cfg, err := Parse(data, format)
-				if cfg != nil {
-					t.Errorf("Parse returned a config along with the error")
-				}
-				var got []string
-				for _, p := range problems(t, err) {
-					got = append(got, p.Error())
-				}
-				if !reflect.DeepEqual(got, tt.want) {
-					t.Errorf("Parse:\n%s\nproblems =\n  %s\nwant\n  %s", data, strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-				}
+				wantProblems(t, cfg, err, tt.want)
 			})
 		}
 	}
@@ -280,17 +271,8 @@ func TestParseReportsEveryProblem(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg, err := Load(path)
-			if cfg != nil {
-				t.Errorf("Load returned a config along with the error")
-			}
-			var got []string
-			for _, p := range problems(t, err) {
-				got = append(got, p.Error())
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("problems =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-			}
-			if !strings.HasPrefix(err.Error(), "config: "+path+": 5 invalid setting(s):") {
+			wantProblems(t, cfg, err, want)
+			if err != nil && !strings.HasPrefix(err.Error(), "config: "+path+": 5 invalid setting(s):") {
 				t.Errorf("message = %q", err.Error())
 			}
 		})
@@ -302,31 +284,14 @@ func TestParseReportsEveryProblem(t *testing.T) {
 // each with the Strata keys it sets, and for a size in bytes (of a key in
 // MiB) its range in bytes.
 func TestDocsRocksDBNames(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(line, "| RocksDB name | Strata key | Unit and form |"):
-			in = true
-		case !in || strings.HasPrefix(line, "|---"):
-		case !strings.HasPrefix(line, "|"):
-			in = false
-		default:
-			cells := strings.Split(line, " | ")
-			if len(cells) < 3 {
-				t.Fatalf("docs/config.md: a row of fewer than 3 cells: %q", line)
-			}
-			unit := strings.TrimSuffix(cells[2], " |")
-			if !strings.HasPrefix(unit, "bytes") {
-				unit = "(not bytes)"
-			}
-			unit, _, _ = strings.Cut(unit, " (") // a remark may follow the range
-			got = append(got, strings.TrimPrefix(cells[0], "| ")+" | "+cells[1]+" | "+unit)
+	for _, cells := range docsTableCells(t, "| RocksDB name | Strata key | Unit and form |", 3) {
+		unit := cells[2]
+		if !strings.HasPrefix(unit, "bytes") {
+			unit = "(not bytes)"
 		}
+		unit, _, _ = strings.Cut(unit, " (") // a remark may follow the range
+		got = append(got, cells[0]+" | "+cells[1]+" | "+unit)
 	}
 	var want []string
 	for i := range fields {
