@@ -112,12 +112,10 @@ func applyRocksDBNames(cfg *Config, root *value, names []string) []*FieldError {
 		var list []string
 		imp.shown[name] = v.shown()
 		if v.kind == kindList { // compression_per_level, checked to hold strings
-			for _, item := range v.list {
+			quoted := make([]string, len(v.list))
+			for i, item := range v.list {
 				list = append(list, item.str)
-			}
-			quoted := make([]string, len(list))
-			for i, s := range list {
-				quoted[i] = strconv.Quote(s)
+				quoted[i] = strconv.Quote(item.str)
 			}
 			imp.shown[name] = rawValue("[" + strings.Join(quoted, ", ") + "]")
 		}
