@@ -220,6 +220,9 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	pdb, err := openPebble(cfg.DBPath, popts)
 	if err != nil {
 		db.closeLayout()
+		if isLockConflict(err) && !errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("engine: open %q: %w: %w", cfg.DBPath, ErrLocked, err)
+		}
 		return nil, fmt.Errorf("engine: open %q: %w", cfg.DBPath, err)
 	}
 	db.pdb = pdb
