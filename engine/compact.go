@@ -16,7 +16,9 @@ import (
 
 // ErrCodecsRemain is returned by Compact and CompactAll when, after their
 // passes, tables that existed when they began still carry another level's
-// codec. The compaction itself has run; the error says how many tables.
+// codec or other table options (block size, index block size, filter; see
+// levelMismatch). The compaction itself has run; the error says how many
+// tables and what differs in the first.
 var ErrCodecsRemain = errors.New("engine: tables still carry another level's codec")
 
 // maxRewritePasses bounds how often Compact re-checks codecs after a
@@ -52,9 +54,10 @@ const optimisticAttempts = 1
 const rewritePrefix = "strata-rewrite-"
 
 // CompactAll compacts the whole LSM down to its bottom and then rewrites
-// every table whose codec is not its level's, so after it the bottommost
-// level carries compression_bottommost, as RocksDB's manual CompactRange
-// with bottommost_level_compaction = kForce does. Last, with db_paths, it
+// every table not written with its level's options (codec, data and index
+// block size, filter; see levelMismatch), so after it the bottommost level
+// carries compression_bottommost and bottommost_block_size, as RocksDB's
+// manual CompactRange with bottommost_level_compaction = kForce does. Last, with db_paths, it
 // lets the tiering mover settle every table into its level's path.
 //
 // The range is the span of the tables themselves (after a flush), not of
