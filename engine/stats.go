@@ -31,7 +31,7 @@ func (db *DB) Stats() (string, error) {
 	fmt.Fprintf(&b, "** Strata DB Stats: %s **\n", db.cfg.DBPath)
 	b.WriteString("The database (its tables as they are on disk):\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "Level\tFiles\tSize(MB)\tScore\tCompression (requested)\tStored as\tTables carry\tOther options\t")
+	fmt.Fprintln(tw, "Level\tFiles\tSize(MB)\tScore\tCompression (requested)\tStored as\tTables carry\tNeed rewrite\t")
 	var files, bytes int64
 	mismatched := 0
 	for l, lm := range m.Levels {
