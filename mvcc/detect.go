@@ -14,6 +14,10 @@ import (
 func StoreRevision(db *engine.DB) (rev int64, ok bool, err error) {
 	b, err := db.Get(metaRev)
 	if errors.Is(err, engine.ErrNotFound) {
+		// A store in the layout before (Open upgrades it).
+		b, err = db.Get(append([]byte{oldMetaPrefix}, metaRev[1:]...))
+	}
+	if errors.Is(err, engine.ErrNotFound) {
 		return 0, false, nil
 	}
 	if err != nil {

@@ -239,7 +239,9 @@ func upgradeLayout(db *engine.DB) error {
 	if moved == 0 {
 		return nil
 	}
-	if err := b.Commit(); err != nil {
+	if err := b.Commit(); errors.Is(err, engine.ErrReadOnly) {
+		return fmt.Errorf("mvcc: Open: the store keeps leases and metadata in the layout before (%d keys to move): open it once for writing (strata serve does) to upgrade it: %w", moved, err)
+	} else if err != nil {
 		return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
 	}
 	return nil
