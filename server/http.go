@@ -29,6 +29,9 @@ func (s *Server) httpHandler(gateway http.Handler) http.Handler {
 	mux.Handle("/v2/members/", members)
 	mux.Handle("/health", s.metrics.http("health", http.HandlerFunc(s.health)))
 	mux.Handle("/version", s.metrics.http("version", http.HandlerFunc(s.version)))
+	// Every gRPC method's series exist from the start, at zero, as etcd's
+	// do (grpc_prometheus.Register): the services are registered by now.
+	s.metrics.grpc.InitializeMetrics(s.grpc)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	return mux
 }
