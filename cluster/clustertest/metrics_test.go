@@ -99,3 +99,14 @@ func TestEtcdMixinMetrics(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestStartupLineSaysWhatIsSynced: a cluster member's start-up line says
+// that the raft log is fsynced and the store is not, whatever the file's
+// sync says (the store's engine runs with sync off on a member).
+func TestStartupLineSaysWhatIsSynced(t *testing.T) {
+	c := newProcCluster(t, 1, 10000)
+	m := c.members[0]
+	if !m.logHas("sync: the raft log is fsynced, the store is not") || m.logHas("sync true") {
+		t.Errorf("start-up line does not say what is fsynced:\n%s", tail(m.logPath, 5))
+	}
+}
