@@ -90,14 +90,18 @@ func Parse(r io.Reader) (Scrape, error) {
 			switch f.GetType() {
 			case dto.MetricType_HISTOGRAM:
 				h := m.GetHistogram()
+				inf := false
 				for _, b := range h.GetBucket() {
-					bl := map[string]string{"le": strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)}
+					inf = inf || math.IsInf(b.GetUpperBound(), 1)
+					bl := map[string]string{"le": formatLE(b.GetUpperBound())}
 					for k, v := range labels {
 						bl[k] = v
 					}
 					s[name+"_bucket"] = append(s[name+"_bucket"], Sample{bl, float64(b.GetCumulativeCount())})
 				}
-				s[name+"_bucket"] = append(s[name+"_bucket"], Sample{withLE(labels, "+Inf"), float64(h.GetSampleCount())})
+				if !inf {
+					s[name+"_bucket"] = append(s[name+"_bucket"], Sample{withLE(labels, "+Inf"), float64(h.GetSampleCount())})
+				}
 				s[name+"_count"] = append(s[name+"_count"], Sample{labels, float64(h.GetSampleCount())})
 				s[name+"_sum"] = append(s[name+"_sum"], Sample{labels, h.GetSampleSum()})
 			case dto.MetricType_COUNTER:
@@ -110,6 +114,14 @@ func Parse(r io.Reader) (Scrape, error) {
 		}
 	}
 	return s, nil
+}
+
+// formatLE writes a bucket bound as Prometheus's text format does.
+func formatLE(f float64) string {
+	if math.IsInf(f, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 func withLE(labels map[string]string, le string) map[string]string {
