@@ -43,7 +43,6 @@ func (s *Server) serve() error {
 		grpc.MaxConcurrentStreams(uint32(sc.MaxConcurrentStreams)),
 		grpc.ChainUnaryInterceptor(s.metrics.unary),
 		grpc.ChainStreamInterceptor(s.metrics.stream),
-		grpc.StatsHandler(s.metrics.clientBytes),
 		// Serve requests on a pool of goroutines whose stacks have already
 		// grown to what a request needs, instead of a new goroutine per
 		// stream that grows its stack (copying it) on every request: the
