@@ -29,6 +29,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/directio"
 	"github.com/stratadb/strata/internal/fsutil"
@@ -122,6 +123,8 @@ type DB struct {
 	opened time.Time
 	// openSnapshots counts snapshots not yet closed.
 	openSnapshots atomic.Int64
+	// commitLatency times batch commits (CommitLatency).
+	commitLatency prometheus.Histogram
 
 	stalls   stallCounter
 	rewrite  rewriteCounter
@@ -173,7 +176,8 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	popts := pebbleconf.Options(res)
 	defer popts.Cache.Unref()
 
-	db := &DB{cfg: cfg, res: res, fs: fs, logger: o.Logger, popts: popts, guard: newWriteGuard(), readOnly: o.ReadOnly, opened: time.Now()}
+	db := &DB{cfg: cfg, res: res, fs: fs, logger: o.Logger, popts: popts, guard: newWriteGuard(), readOnly: o.ReadOnly, opened: time.Now(),
+		commitLatency: newLatencyHistogram()}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	popts.ReadOnly = o.ReadOnly
 	if testPebbleOptions != nil {

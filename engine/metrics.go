@@ -136,6 +136,11 @@ type WALMetrics struct {
 	// LiveFiles and LiveBytes describe the WAL files still needed.
 	LiveFiles int64
 	LiveBytes uint64
+	// RecycledFiles and RecycledBytes describe the WAL files no longer
+	// needed that Pebble keeps to reuse for the next WALs (counted in
+	// DiskUsageBytes, holding no data).
+	RecycledFiles int64
+	RecycledBytes uint64
 	// BytesIn is the logical bytes written to the WAL.
 	BytesIn uint64
 	// FS counts files, bytes and syncs at the file system.
@@ -234,7 +239,8 @@ func (db *DB) metrics() (*Metrics, error) {
 		UsedBytes:             bc.Size, Blocks: bc.Count, Hits: bc.Hits, Misses: bc.Misses, HitRate: ratio(bc.Hits, bc.Misses),
 	}
 	m.Filter = FilterMetrics{Hits: pm.Filter.Hits, Misses: pm.Filter.Misses, Usefulness: ratio(pm.Filter.Hits, pm.Filter.Misses)}
-	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
+	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size,
+		RecycledFiles: pm.WAL.ObsoleteFiles, RecycledBytes: pm.WAL.ObsoletePhysicalSize, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
 	count, total, why := db.stalls.load()
 	m.Stalls = StallMetrics{Count: count, Total: total, LastReason: why}
 	m.BackgroundErrors = db.bgErrors.load()
