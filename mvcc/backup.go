@@ -115,6 +115,13 @@ func CheckBackup(r io.ReaderAt, size int64, hashed io.Writer) (*io.SectionReader
 		return nil, fmt.Errorf("%w: %d bytes is too short for a backup", ErrBackupChecksum, size)
 	}
 	body := io.NewSectionReader(r, 0, size-sha256.Size)
+	if !headed {
+		// What the file is comes first: a file of another kind is named
+		// as such, not reported as a damaged backup.
+		if err := isUnversionedBackup(body); err != nil {
+			return nil, err
+		}
+	}
 	h := sha256.New()
 	var dst io.Writer = h
 	if hashed != nil {
@@ -132,9 +139,6 @@ func CheckBackup(r io.ReaderAt, size int64, hashed io.Writer) (*io.SectionReader
 	}
 	if headed {
 		return io.NewSectionReader(r, int64(backupHeaderLen), size-sha256.Size-int64(backupHeaderLen)), nil
-	}
-	if err := isUnversionedBackup(body); err != nil {
-		return nil, err
 	}
 	return io.NewSectionReader(r, 0, size-sha256.Size), nil
 }
