@@ -111,17 +111,17 @@ func CheckBackup(r io.ReaderAt, size int64, hashed io.Writer) (*io.SectionReader
 			return nil, fmt.Errorf("%w: format version %d, this build reads version %d and unversioned backups", ErrNotBackup, v, BackupVersion)
 		}
 	}
+	if !headed {
+		// What the file is comes first: a file of another kind is named
+		// as such, not reported as a damaged backup.
+		if err := isUnversionedBackup(r, size); err != nil {
+			return nil, err
+		}
+	}
 	if size < sha256.Size+1 {
 		return nil, fmt.Errorf("%w: %d bytes is too short for a backup", ErrBackupChecksum, size)
 	}
 	body := io.NewSectionReader(r, 0, size-sha256.Size)
-	if !headed {
-		// What the file is comes first: a file of another kind is named
-		// as such, not reported as a damaged backup.
-		if err := isUnversionedBackup(body); err != nil {
-			return nil, err
-		}
-	}
 	h := sha256.New()
 	var dst io.Writer = h
 	if hashed != nil {
@@ -143,14 +143,15 @@ func CheckBackup(r io.ReaderAt, size int64, hashed io.Writer) (*io.SectionReader
 	return io.NewSectionReader(r, 0, size-sha256.Size), nil
 }
 
-// isUnversionedBackup checks that a body without a header is a backup
-// written before the header existed: its first chunk is a store key (a
-// lease, metadata or revision key), or it is the end marker of an empty
-// store followed by nothing but its padding. A bbolt file (an etcd
-// snapshot) starts with zero bytes too, but runs past one block.
-func isUnversionedBackup(body *io.SectionReader) error {
-	first := make([]byte, backupAlign)
-	n, err := body.ReadAt(first, 0)
+// isUnversionedBackup checks that a file of size bytes without a header
+// starts as a backup written before the header existed: its first chunk
+// is a store key (a lease, metadata or revision key), or it is the end
+// marker of an empty store followed by nothing but its padding and
+// checksum. A bbolt file (an etcd snapshot) starts with zero bytes too,
+// but runs past one block.
+func isUnversionedBackup(r io.ReaderAt, size int64) error {
+	first := make([]byte, min(size, backupAlign))
+	n, err := r.ReadAt(first, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("mvcc: read backup: %w", err)
 	}
@@ -159,7 +160,7 @@ func isUnversionedBackup(body *io.SectionReader) error {
 	switch {
 	case w > 0 && keyLen > 0 && w < len(first) && isStoreKeyPrefix(first[w]):
 		return nil
-	case w == 1 && keyLen == 0 && body.Size() == backupAlign && bytes.Count(first, []byte{0}) == len(first):
+	case w == 1 && keyLen == 0 && size == backupAlign+sha256.Size && bytes.Count(first, []byte{0}) == len(first):
 		return nil
 	}
 	return fmt.Errorf("%w: no %q header, and it does not start as a backup written before the header (%s)", ErrNotBackup, backupMagic, describeHead(first))

@@ -93,10 +93,13 @@ func TestBackupRestore(t *testing.T) {
 
 	flipped := bytes.Clone(backup)
 	flipped[len(flipped)/2] ^= 1
-	for name, bad := range map[string][]byte{"a flipped byte": flipped, "a cut-off end": backup[:len(backup)-1], "empty": nil} {
+	for name, bad := range map[string][]byte{"a flipped byte": flipped, "a cut-off end": backup[:len(backup)-1]} {
 		if _, err := CheckBackup(bytes.NewReader(bad), int64(len(bad)), nil); !errors.Is(err, ErrBackupChecksum) {
 			t.Errorf("%s: CheckBackup = %v, want ErrBackupChecksum", name, err)
 		}
+	}
+	if _, err := CheckBackup(bytes.NewReader(nil), 0, nil); !errors.Is(err, ErrNotBackup) {
+		t.Errorf("an empty file: CheckBackup = %v, want ErrNotBackup", err)
 	}
 
 	snap, err := CheckBackup(bytes.NewReader(backup), int64(len(backup)), nil)
