@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -66,18 +67,39 @@ type Loader struct {
 	scratch []byte
 }
 
-// NewLoader starts a load into db, which must hold nothing.
+// MarkLoading marks db, which must hold nothing, as holding an
+// unfinished load, durably (in a table, whatever the engine's sync and
+// WAL settings). A restore marks a database in a new directory before it
+// moves it where the database belongs, so that no moment exists at which
+// an unmarked, empty database is there to be taken for a restored one.
+func MarkLoading(db *engine.DB) error {
+	if _, err := NewLoader(db); err != nil {
+		return err
+	}
+	if err := db.Flush(); err != nil {
+		return fmt.Errorf("mvcc: load: %w", err)
+	}
+	return nil
+}
+
+// NewLoader starts a load into db, which must hold nothing but a mark
+// from MarkLoading.
 func NewLoader(db *engine.DB) (*Loader, error) {
 	it, err := db.NewIter(nil)
 	if err != nil {
 		return nil, err
 	}
-	nonEmpty := it.First()
+	var other []byte
+	for ok := it.First(); ok && other == nil; ok = it.Next() {
+		if !bytes.Equal(it.Key(), metaLoading) {
+			other = bytes.Clone(it.Key())
+		}
+	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, fmt.Errorf("mvcc: load: %w", err)
 	}
-	if nonEmpty {
-		return nil, errors.New("mvcc: load: the database holds data; a load needs an empty one")
+	if other != nil {
+		return nil, fmt.Errorf("mvcc: load: the database holds data (key %q); a load needs an empty one", other)
 	}
 	l := &Loader{db: db, b: db.NewBatch(), leases: map[int64]bool{}}
 	if err := l.b.Put(metaLoading, encodeInt64(1)); err != nil {

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/etcdfile"
+	"github.com/stratadb/strata/internal/fsutil"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -142,9 +144,37 @@ func (o *restoreOptions) run(cmd *cobra.Command, _ []string) (err error) {
 	return err
 }
 
-// restoreInto opens a new database for cfg and runs load on it.
+// restoreInto creates the database of cfg and runs load on it. The new
+// database is first made in a sibling directory, marked as an unfinished
+// load (mvcc.MarkLoading) and then moved to db_path, so that a restore
+// killed at any point leaves either nothing at db_path or a database
+// mvcc refuses to open (mvcc.ErrIncompleteLoad) until load finishes.
 func restoreInto(cfg *config.Config, logger engine.Logger, load func(*engine.DB) (*mvcc.Store, string, error)) (rev, compacted int64, what string, err error) {
-	db, err := engine.Open(cfg, engine.Options{Logger: logger})
+	staging := filepath.Clean(cfg.DBPath) + ".restoring"
+	// A former restore killed before its move leaves this directory; its
+	// name is restore's own.
+	if err := os.RemoveAll(staging); err != nil {
+		return 0, 0, "", err
+	}
+	scfg := cfg.Clone()
+	scfg.DBPath, scfg.WALDir, scfg.WALFailoverDir, scfg.DBPaths = staging, "", "", nil
+	db, err := engine.Open(scfg, engine.Options{Logger: logger})
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if err := errors.Join(mvcc.MarkLoading(db), db.Close()); err != nil {
+		_ = os.RemoveAll(staging)
+		return 0, 0, "", err
+	}
+	// rename(2) replaces an empty directory.
+	if err := os.Rename(staging, cfg.DBPath); err != nil {
+		_ = os.RemoveAll(staging)
+		return 0, 0, "", err
+	}
+	if err := fsutil.SyncDir(vfs.Default, filepath.Dir(filepath.Clean(cfg.DBPath))); err != nil {
+		return 0, 0, "", err
+	}
+	db, err = engine.Open(cfg, engine.Options{Logger: logger})
 	if err != nil {
 		return 0, 0, "", err
 	}

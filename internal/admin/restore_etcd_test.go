@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -252,6 +253,8 @@ func capture(t *testing.T, endpoint string, compact int64) answers {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// etcd lists a lease's keys in no particular order.
+		slices.SortFunc(ttl.Keys, bytes.Compare)
 		a.Leases[int64(l.ID)] = fmt.Sprintf("granted %d keys %q", ttl.GrantedTTL, ttl.Keys)
 	}
 	wctx, wcancel := context.WithCancel(ctx)
