@@ -229,7 +229,8 @@ func (l *Loader) finish(opts Options) (*Store, error) {
 }
 
 // LoadBackup writes the snapshot of a backup (CheckBackup's reader) into
-// db, which must hold nothing, in batches, and opens the result. A
+// db, which must hold nothing, in batches, and opens the result, with no
+// applied log index (see Store.AppliedIndex). A
 // snapshot that does not decode is ErrCorrupt and leaves db marked
 // incomplete.
 func LoadBackup(db *engine.DB, r io.Reader, opts Options) (*Store, error) {
@@ -250,8 +251,14 @@ func LoadBackup(db *engine.DB, r io.Reader, opts Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mvcc: load backup: %w", err)
 		}
-		if !isStoreKeyPrefix(k[0]) || string(k) == string(metaLoading) {
+		if !isStoreKeyPrefix(k[0]) || bytes.Equal(k, metaLoading) {
 			return nil, fmt.Errorf("mvcc: load backup: %w: snapshot holds key %q, not a store key", ErrCorrupt, k)
+		}
+		if bytes.Equal(k, metaApplied) {
+			// The index of the backed-up member's log: the new database
+			// starts a log of its own (a single server, or each member of
+			// a new cluster).
+			continue
 		}
 		if err := l.put(k, v); err != nil {
 			return nil, err
