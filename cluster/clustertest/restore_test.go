@@ -3,7 +3,9 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,12 +22,17 @@ import (
 
 // TestClusterFromSnapshot starts a three-member cluster whose members
 // were each restored (`strata --config ... restore FILE`) from the same
-// etcd snapshot with history, a lease and a compaction: every member
+// etcd snapshot (and then Strata backup) with history, a lease and a compaction: every member
 // serves the snapshot's revision and keys, history from the compaction
 // on, the lease; the next write is the next revision on all of them, and
 // their stores hash alike.
 func TestClusterFromSnapshot(t *testing.T) {
-	snap, rev, compact := writeSnapshot(t)
+	etcdSnap, strataBackup, rev, compact := writeSnapshots(t)
+	t.Run("etcd snapshot", func(t *testing.T) { clusterFromFile(t, etcdSnap, rev, compact) })
+	t.Run("Strata backup", func(t *testing.T) { clusterFromFile(t, strataBackup, rev, compact) })
+}
+
+func clusterFromFile(t *testing.T, snap string, rev, compact int64) {
 	c := newPreparedCluster(t, 3, 1000, func(m *member) {
 		root := admin.NewRootCommand()
 		var out, errb bytes.Buffer
@@ -69,10 +76,10 @@ func TestClusterFromSnapshot(t *testing.T) {
 	checkSameStores(t, c, c.members...)
 }
 
-// writeSnapshot writes an etcd snapshot of 50 puts over 10 keys, a key on
-// lease 77 and a compaction, and returns its path, revision and
-// compaction.
-func writeSnapshot(t *testing.T) (path string, rev, compact int64) {
+// writeSnapshots writes an etcd snapshot and a Strata backup of 50 puts
+// over 10 keys, a key on lease 77 and a compaction, and returns their
+// paths, the revision and the compaction.
+func writeSnapshots(t *testing.T) (etcdSnap, strataBackup string, rev, compact int64) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DBPath = t.TempDir()
@@ -103,9 +110,17 @@ func writeSnapshot(t *testing.T) (path string, rev, compact int64) {
 	if err := s.Compact(compact); err != nil {
 		t.Fatal(err)
 	}
-	path = filepath.Join(t.TempDir(), "etcd.snap")
-	if _, err := etcdfile.WriteSnapshot(s, path, nil); err != nil {
+	etcdSnap = filepath.Join(t.TempDir(), "etcd.snap")
+	if _, err := etcdfile.WriteSnapshot(s, etcdSnap, nil); err != nil {
 		t.Fatal(err)
 	}
-	return path, s.Rev(), compact
+	strataBackup = filepath.Join(t.TempDir(), "strata.snap")
+	f, err := os.Create(strataBackup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(s.WriteBackup(f), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return etcdSnap, strataBackup, s.Rev(), compact
 }
