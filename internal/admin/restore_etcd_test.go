@@ -69,10 +69,30 @@ func startEtcd(t *testing.T, dataDir string, peerPort int) *etcdProc {
 		peerPort = loopbackPort(t)
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", loopbackPort(t))
-	cmd := exec.Command(bin, "--name", "default", "--data-dir", dataDir,
+	return launchEtcd(t, client, exec.Command(bin, "--name", "default", "--data-dir", dataDir,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", etcdPeerURL(peerPort), "--initial-advertise-peer-urls", etcdPeerURL(peerPort),
-		"--initial-cluster", "default="+etcdPeerURL(peerPort), "--log-level", "error", "--logger", "zap")
+		"--initial-cluster", "default="+etcdPeerURL(peerPort), "--log-level", "error", "--logger", "zap"))
+}
+
+// startEtcd37 starts etcd 3.7 (the embed program internal/bench/etcd37,
+// built beforehand and named by STRATA_ETCD37) on a new dataDir, or skips
+// the test.
+func startEtcd37(t *testing.T, dataDir string) *etcdProc {
+	t.Helper()
+	bin := os.Getenv("STRATA_ETCD37")
+	if bin == "" {
+		t.Skip("etcd 3.7: build it with `go build -o /tmp/etcd37 ./internal/bench/etcd37` and set STRATA_ETCD37=/tmp/etcd37")
+	}
+	client := fmt.Sprintf("127.0.0.1:%d", loopbackPort(t))
+	return launchEtcd(t, "http://"+client, exec.Command(bin, "--data-dir", dataDir,
+		"--listen-client", client, "--listen-peer", fmt.Sprintf("127.0.0.1:%d", loopbackPort(t)), "--log-level", "error"))
+}
+
+// launchEtcd starts cmd, an etcd serving client, and waits until it
+// answers; it is stopped with the test.
+func launchEtcd(t *testing.T, client string, cmd *exec.Cmd) *etcdProc {
+	t.Helper()
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -309,7 +329,18 @@ func requireSameAnswers(t *testing.T, got, want answers) {
 func TestRestoreFromEtcd(t *testing.T) {
 	etcdBinaries(t)
 	etcdDir := filepath.Join(t.TempDir(), "etcd")
-	e := startEtcd(t, etcdDir, 0)
+	restoreFromEtcd(t, etcdDir, startEtcd(t, etcdDir, 0))
+}
+
+// TestRestoreFromEtcd37 is TestRestoreFromEtcd with etcd 3.7 (embed, in a
+// process of its own); it runs when STRATA_ETCD37 names that program.
+func TestRestoreFromEtcd37(t *testing.T) {
+	etcdBinaries(t) // etcdctl compares the answers
+	etcdDir := filepath.Join(t.TempDir(), "etcd37")
+	restoreFromEtcd(t, etcdDir, startEtcd37(t, etcdDir))
+}
+
+func restoreFromEtcd(t *testing.T, etcdDir string, e *etcdProc) {
 	compact := writeHistory(t, newClient(t, e.endpoint))
 	want := capture(t, e.endpoint, compact)
 	snap := filepath.Join(t.TempDir(), "etcd.snap")
