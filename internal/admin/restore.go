@@ -72,11 +72,20 @@ func (o *restoreOptions) run(cmd *cobra.Command, _ []string) (err error) {
 	if err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(cfg.DBPath)
-	if len(entries) > 0 {
-		return fmt.Errorf("db_path = %q holds %d file(s): restore creates a new database, give an empty or missing directory", cfg.DBPath, len(entries))
+	existed := false
+	if fi, err := os.Lstat(cfg.DBPath); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("db_path = %q is not a directory: restore creates a new database, give an empty or missing directory", cfg.DBPath)
+		}
+		entries, err := os.ReadDir(cfg.DBPath)
+		if err != nil {
+			return err
+		}
+		if len(entries) > 0 {
+			return fmt.Errorf("db_path = %q holds %d file(s): restore creates a new database, give an empty or missing directory", cfg.DBPath, len(entries))
+		}
+		existed = true
 	}
-	existed := err == nil
 	f, err := os.Open(o.file)
 	if err != nil {
 		return err
@@ -134,9 +143,8 @@ func (o *restoreOptions) run(cmd *cobra.Command, _ []string) (err error) {
 		}
 	}
 
-	rev, compacted, what, err := restoreInto(cfg, o.global.logger(cmd), load)
+	rev, compacted, what, err := restoreInto(cfg, existed, o.global.logger(cmd), load)
 	if err != nil {
-		removeRestored(cfg.DBPath, existed)
 		return fmt.Errorf("%s: %w", o.file, err)
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored revision %d (compacted at %d) from %s%s into %s in %s\n",
@@ -148,8 +156,10 @@ func (o *restoreOptions) run(cmd *cobra.Command, _ []string) (err error) {
 // database is first made in a sibling directory, marked as an unfinished
 // load (mvcc.MarkLoading) and then moved to db_path, so that a restore
 // killed at any point leaves either nothing at db_path or a database
-// mvcc refuses to open (mvcc.ErrIncompleteLoad) until load finishes.
-func restoreInto(cfg *config.Config, logger engine.Logger, load func(*engine.DB) (*mvcc.Store, string, error)) (rev, compacted int64, what string, err error) {
+// mvcc refuses to open (mvcc.ErrIncompleteLoad) until load finishes. A
+// load that fails removes what it wrote (db_path itself unless it
+// existed, empty, before).
+func restoreInto(cfg *config.Config, existed bool, logger engine.Logger, load func(*engine.DB) (*mvcc.Store, string, error)) (rev, compacted int64, what string, err error) {
 	staging := filepath.Clean(cfg.DBPath) + ".restoring"
 	// A former restore killed before its move leaves this directory; its
 	// name is restore's own.
@@ -171,6 +181,11 @@ func restoreInto(cfg *config.Config, logger engine.Logger, load func(*engine.DB)
 		_ = os.RemoveAll(staging)
 		return 0, 0, "", err
 	}
+	defer func() {
+		if err != nil {
+			removeRestored(cfg.DBPath, existed)
+		}
+	}()
 	if err := fsutil.SyncDir(vfs.Default, filepath.Dir(filepath.Clean(cfg.DBPath))); err != nil {
 		return 0, 0, "", err
 	}

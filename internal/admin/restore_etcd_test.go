@@ -408,6 +408,16 @@ func restoreFromEtcd(t *testing.T, etcdDir string, e *etcdProc) {
 			}
 			t.Logf("%s: %v", name, err)
 		}
+		notDir := filepath.Join(t.TempDir(), "a-file")
+		if err := os.WriteFile(notDir, []byte("keep me"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := run(t, "--db", notDir, "restore", snap); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			t.Errorf("db_path a file: %v, want a refusal", err)
+		}
+		if b, err := os.ReadFile(notDir); err != nil || string(b) != "keep me" {
+			t.Errorf("db_path a file: now %q, %v", b, err)
+		}
 	})
 }
 
