@@ -21,7 +21,7 @@ import (
 // halfway never looks like a complete store.
 
 // metaLoading marks a database whose load has not finished.
-var metaLoading = []byte("m/load_incomplete")
+var metaLoading = []byte("z/load_incomplete")
 
 // loadBatchBytes is the size at which a load commits its batch.
 const loadBatchBytes = 4 << 20
@@ -254,7 +254,10 @@ func LoadBackup(db *engine.DB, r io.Reader, opts Options) (*Store, error) {
 		if !isStoreKeyPrefix(k[0]) || bytes.Equal(k, metaLoading) {
 			return nil, fmt.Errorf("mvcc: load backup: %w: snapshot holds key %q, not a store key", ErrCorrupt, k)
 		}
-		if bytes.Equal(k, metaApplied) {
+		// (A backup of a store in the layout before leases and metadata
+		// sorted after the revisions holds them under the old prefixes;
+		// Open moves them.)
+		if (k[0] == metaPrefix || k[0] == oldMetaPrefix) && bytes.Equal(k[1:], metaApplied[1:]) {
 			// The index of the backed-up member's log: the new database
 			// starts a log of its own (a single server, or each member of
 			// a new cluster).

@@ -161,6 +161,9 @@ func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
 	opts.ensureDefaults()
 	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}, leases: newLeaseSet()}
 	start := time.Now()
+	if err := upgradeLayout(db); err != nil {
+		return nil, err
+	}
 	if _, incomplete, err := s.readMeta(metaLoading); err != nil {
 		return nil, err
 	} else if incomplete && !loading {
@@ -216,6 +219,45 @@ func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
 // scheduled at compacted: the largest, and 1 for an empty store, as in
 // etcd.
 func currentRev(rev, maxRev, compacted int64) int64 { return max(rev, maxRev, compacted, 1) }
+
+// upgradeLayout moves the leases and metadata of a store written before
+// they sorted after the revisions (codec.go) to their keys now, in one
+// batch: a crash leaves the old layout or the new one, and the next Open
+// moves what is left.
+func upgradeLayout(db *engine.DB) error {
+	b := db.NewBatch()
+	defer b.Close()
+	moved := 0
+	for _, prefix := range []struct{ old, now byte }{{oldLeasePrefix, leasePrefix}, {oldMetaPrefix, metaPrefix}} {
+		it, err := db.NewIter(&engine.IterOptions{LowerBound: []byte{prefix.old}, UpperBound: []byte{prefix.old + 1}})
+		if err != nil {
+			return err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			k := append([]byte{prefix.now}, it.Key()[1:]...)
+			if err := b.Put(k, it.Value()); err == nil {
+				err = b.Delete(it.Key())
+			}
+			if err != nil {
+				it.Close()
+				return err
+			}
+			moved++
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
+		}
+	}
+	if moved == 0 {
+		return nil
+	}
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
+	}
+	return nil
+}
 
 // readMeta reads a metadata value; found is false (and v 0) if absent.
 func (s *Store) readMeta(key []byte) (v int64, found bool, err error) {
