@@ -147,7 +147,11 @@ type Store struct {
 // crash interrupted. The Store uses the whole key space of db; close the
 // Store before db. Durability follows db's configuration: with sync = true
 // an acknowledged write survives a crash.
-func Open(db *engine.DB, opts Options) (*Store, error) {
+func Open(db *engine.DB, opts Options) (*Store, error) { return open(db, opts, false) }
+
+// open is Open; loading opens a store a Loader is finishing, which still
+// holds its marker (see ErrIncompleteLoad).
+func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mvcc: Open: db is nil")
 	}
@@ -159,6 +163,11 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	start := time.Now()
 	if err := upgradeLayout(db); err != nil {
 		return nil, err
+	}
+	if _, incomplete, err := s.readMeta(metaLoading); err != nil {
+		return nil, err
+	} else if incomplete && !loading {
+		return nil, fmt.Errorf("mvcc: Open: %w", ErrIncompleteLoad)
 	}
 	metaCur, _, err := s.readMeta(metaRev)
 	if err != nil {
@@ -183,8 +192,7 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An empty store is at revision 1, as in etcd.
-	s.rev = max(metaCur, maxRev, scheduled, 1)
+	s.rev = currentRev(metaCur, maxRev, scheduled)
 	s.compactRev = -1
 	if hasScheduled || hasFinished {
 		s.compactRev = max(scheduled, finished)
@@ -205,6 +213,12 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// currentRev is the current revision of a store whose metadata records
+// rev, whose last version is at maxRev and whose last compaction was
+// scheduled at compacted: the largest, and 1 for an empty store, as in
+// etcd.
+func currentRev(rev, maxRev, compacted int64) int64 { return max(rev, maxRev, compacted, 1) }
 
 // upgradeLayout moves the leases and metadata of a store written before
 // they sorted after the revisions (codec.go) to their keys now, in one
