@@ -15,10 +15,13 @@ import (
 // startEtcd37 starts etcd 3.7 (embed, the version in go.mod) in the
 // test's process on loopback ports, without fsync, and returns a client
 // of it: the reference Strata's answers are compared with. It is closed
-// at the end of the test.
-func startEtcd37(t testing.TB) *clientv3.Client {
+// at the end of the test. set, if given, changes the configuration.
+func startEtcd37(t testing.TB, set ...func(*embed.Config)) *clientv3.Client {
 	t.Helper()
 	cfg := embed.NewConfig()
+	for _, f := range set {
+		f(cfg)
+	}
 	cfg.Dir = t.TempDir()
 	cfg.LogLevel = "panic" // its shutdown logs errors of closed listeners
 	cfg.UnsafeNoFsync = true

@@ -37,6 +37,12 @@ func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 			return nil, err
 		}
 	}
+	return s.readRange(r, key, end, opts)
+}
+
+// readRange reads a Range from the local store, with r's options
+// converted by rangeOptions.
+func (s *Server) readRange(r *pb.RangeRequest, key, end []byte, opts mvcc.RangeOptions) (*pb.RangeResponse, error) {
 	res, err := s.store.Range(key, end, opts)
 	if errors.Is(err, mvcc.ErrInvalidRange) {
 		// etcd answers a range whose end sorts before its key with no keys.
