@@ -39,6 +39,11 @@ type RangeOptions struct {
 	KeysOnly bool
 	// CountOnly returns only Count.
 	CountOnly bool
+	// SkipCount stops the walk of the index once Limit keys are found, so
+	// Count is only those (etcd's range without its total count). A
+	// reader of a large range in chunks, each from where the last ended,
+	// would otherwise count the rest of the range for every chunk.
+	SkipCount bool
 }
 
 // RangeResult is what Range returns.

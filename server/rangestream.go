@@ -133,11 +133,14 @@ func (s *Server) rangeStream(ctx context.Context, r *pb.RangeRequest, send func(
 }
 
 // readChunk reads one chunk of a stream, or its count, from the store.
+// A chunk's own count is never sent, so the store does not count past
+// the chunk (mvcc.RangeOptions.SkipCount).
 func (s *Server) readChunk(q *pb.RangeRequest) (*pb.RangeResponse, error) {
 	key, end, opts, err := rangeOptions(q)
 	if err != nil {
 		return nil, err
 	}
+	opts.SkipCount = true
 	return s.readRange(q, key, end, opts)
 }
 
