@@ -81,7 +81,7 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 	case !kr.empty():
 		s.ix.Range(kr.key, kr.upper(), rev, func(k []byte, r keyindex.KeyRev) bool {
 			visit(k, r)
-			return true
+			return !opts.SkipCount || limit < 0 || int64(len(hits)) < limit
 		})
 	}
 	if opts.CountOnly || len(hits) == 0 {

@@ -55,10 +55,6 @@ func TestStatusAlarmMembers(t *testing.T) {
 	if _, err := c.MemberAdd(ctx, []string{"http://127.0.0.1:2380"}); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "single member") {
 		t.Errorf("member add: %v, want Unimplemented", err)
 	}
-	if _, err := pb.NewKVClient(c.ActiveConnection()).Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{
-		RequestTxn: &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k")}}}}}}}}}); status.Code(err) != codes.Unimplemented {
-		t.Errorf("nested txn: %v, want Unimplemented", err)
-	}
 }
 
 // TestEtcdctl drives the server with the stock etcdctl (v3).
