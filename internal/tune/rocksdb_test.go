@@ -3,9 +3,7 @@
 package tune
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,14 +46,7 @@ func TestCompressionRocksDB(t *testing.T) {
 			t.Errorf("RocksDB's %s lacks %q", opts[len(opts)-1], want)
 		}
 	}
-	var js bytes.Buffer
-	if err := res.Table().Render(&js, "json"); err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(js.Bytes(), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := jsonRows(t, res.Table())
 	if len(rows) != 4 || rows[1]["compression"] != "RocksDB: none / none" {
 		t.Fatalf("rows %v", rows)
 	}
