@@ -192,6 +192,10 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	} else if tableFS, err = db.tiered(tableFS, popts); err != nil {
 		return nil, err
 	}
+	if !cfg.UseDirectIOForFlushAndCompaction {
+		// Direct I/O writes stage whole aligned blocks already.
+		tableFS = tableWriteBufferFS{tableFS}
+	}
 	db.walFS = wal.NewCountingFS(tableFS, !cfg.EnableWAL)
 	popts.FS = db.walFS
 	popts.Logger = pebbleLogger{o.Logger}

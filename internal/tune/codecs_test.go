@@ -3,7 +3,6 @@ package tune
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"github.com/stratadb/strata/internal/rawcodec"
 	"strings"
 	"testing"
@@ -46,14 +45,7 @@ func TestCodecsTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", s, text.String())
 		}
 	}
-	var js bytes.Buffer
-	if err := res.Table().Render(&js, "json"); err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(js.Bytes(), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := jsonRows(t, res.Table())
 	for _, key := range []string{"codec", "ratio", "compress_mb_s", "decompress_mb_s", "in_strata"} {
 		if _, ok := rows[0][key]; !ok {
 			t.Errorf("JSON lacks %q", key)

@@ -146,6 +146,11 @@ type CompressionOptions struct {
 	// pebbleconf.Options of the same config, interleaved with the Strata
 	// runs, for the "vs Pebble" columns.
 	Baseline bool
+	// RocksDB also runs each profile on real RocksDB (a build with -tags
+	// rocksdb) opened with the RocksDB OPTIONS file Strata writes for the
+	// same config, interleaved with the other runs, for the "vs RocksDB"
+	// columns.
+	RocksDB bool
 	// Seed chooses the shuffled read order.
 	Seed int64
 	// MinTime is the least wall time of each timed phase of a run (write,
@@ -246,11 +251,17 @@ type CompressionRow struct {
 	// with the first, with a drift of the machine's speed between passes
 	// cancelled.
 	WriteVsFirst, ReadVsFirst float64
-	// Runs are the Strata runs; PebbleRuns the baseline's, in run order.
-	Runs, PebbleRuns []Run
+	// WriteCPUVsRocksDB and ReadCPUVsRocksDB are the medians of the
+	// per-run ratios Strata MiB per CPU-second / RocksDB's, and
+	// WriteVsRocksDB and ReadVsRocksDB those of MiB/s; 0 without RocksDB.
+	WriteCPUVsRocksDB, ReadCPUVsRocksDB, WriteVsRocksDB, ReadVsRocksDB float64
+	// Runs are the Strata runs; PebbleRuns the baseline's and RocksDBRuns
+	// RocksDB's, in run order.
+	Runs, PebbleRuns, RocksDBRuns []Run
 	// Pebble holds the baseline's own figures (medians of PebbleRuns),
 	// named "raw Pebble: " and the row's name; nil without a baseline.
-	Pebble *CompressionRow
+	// RocksDB holds RocksDB's, named "RocksDB: " and the row's name.
+	Pebble, RocksDB *CompressionRow
 }
 
 // CompressionResult is the outcome of RunCompression.
@@ -261,9 +272,10 @@ type CompressionResult struct {
 	Source   string
 	Entities int
 	RawBytes int64
-	// Repeat is the number of runs per row; Baseline whether raw Pebble ran.
-	Repeat   int
-	Baseline bool
+	// Repeat is the number of runs per row; Baseline whether raw Pebble
+	// ran, RocksDB whether RocksDB did.
+	Repeat            int
+	Baseline, RocksDB bool
 	// MinTime is the least wall time of each timed phase.
 	MinTime time.Duration
 	// Dir is the directory holding the kept databases ("" when they were
@@ -286,6 +298,9 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 	if o.Baseline {
 		impls = append(impls, Pebble)
 	}
+	if o.RocksDB {
+		impls = append(impls, RocksDB)
+	}
 	wd, err := newWorkDir(o.Dir, "compression")
 	if err != nil {
 		return nil, err
@@ -304,15 +319,12 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 		rows[i] = CompressionRow{Profile: prof, Name: prof.name(base)}
 	}
 	// Repeat-major order, so that a drift of the machine's speed spreads
-	// over every row; with a baseline, Strata and Pebble alternate which
-	// runs first.
+	// over every row; with a baseline or RocksDB, the stores take turns
+	// at running first.
 	for rep := range repeat {
 		for i, prof := range profiles {
-			runImpls := impls
-			if rep%2 == 1 && len(impls) == 2 {
-				runImpls = []Implementation{Pebble, Strata}
-			}
-			for _, impl := range runImpls {
+			for k := range impls {
+				impl := impls[(rep+k)%len(impls)]
 				dir := filepath.Join(wd.path, fmt.Sprintf("%02d-%s", i+1, slug(prof.String())), fmt.Sprintf("run%d-%s", rep+1, impl))
 				p.Describe(fmt.Sprintf("%s run %d/%d %s", rows[i].Name, rep+1, repeat, impl))
 				run, err := measure(ctx, runSpec{
@@ -329,10 +341,13 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 				if err := wd.done(dir); err != nil {
 					return nil, err
 				}
-				if impl == Strata {
+				switch impl {
+				case Strata:
 					rows[i].Runs = append(rows[i].Runs, run)
-				} else {
+				case Pebble:
 					rows[i].PebbleRuns = append(rows[i].PebbleRuns, run)
+				case RocksDB:
+					rows[i].RocksDBRuns = append(rows[i].RocksDBRuns, run)
 				}
 			}
 		}
@@ -343,7 +358,7 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 		rows[i].WriteVsFirst = pairedRatio(rows[0].Runs, rows[i].Runs, func(x Run) float64 { return x.WriteSeconds })
 		rows[i].ReadVsFirst = pairedRatio(rows[0].Runs, rows[i].Runs, func(x Run) float64 { return x.ReadSeconds })
 	}
-	res = &CompressionResult{Rows: rows, Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat, Baseline: o.Baseline, MinTime: cmp.Or(o.MinTime, DefaultMinTime)}
+	res = &CompressionResult{Rows: rows, Source: data.Source, Entities: data.Len(), RawBytes: raw, Repeat: repeat, Baseline: o.Baseline, RocksDB: o.RocksDB, MinTime: cmp.Or(o.MinTime, DefaultMinTime)}
 	if wd.keep {
 		res.Dir = wd.path
 	}
@@ -377,21 +392,24 @@ func (r *CompressionRow) summarize(raw int64) {
 	r.CompactSeconds = stats.Median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
 	r.WriteAmp = stats.Median(collect(r.Runs, func(x Run) float64 { return x.WriteAmp }))
 	if len(r.PebbleRuns) == len(r.Runs) && len(r.Runs) > 0 {
-		vs := func(seconds func(Run) float64) float64 {
-			ratios := make([]float64, len(r.Runs))
-			for k := range r.Runs {
-				// Same bytes on both sides: the MiB/s ratio is the inverse time ratio.
-				ratios[k] = seconds(r.PebbleRuns[k]) / seconds(r.Runs[k])
-			}
-			return stats.Median(ratios)
-		}
-		r.WriteVsPebble = vs(func(x Run) float64 { return x.WriteSeconds })
-		r.ReadVsPebble = vs(func(x Run) float64 { return x.ReadSeconds })
-		r.ScanVsPebble = vs(func(x Run) float64 { return x.ScanSeconds })
+		// Same bytes on both sides: the MiB/s ratio is the inverse time ratio.
+		r.WriteVsPebble = pairedRatio(r.PebbleRuns, r.Runs, func(x Run) float64 { return x.WriteSeconds })
+		r.ReadVsPebble = pairedRatio(r.PebbleRuns, r.Runs, func(x Run) float64 { return x.ReadSeconds })
+		r.ScanVsPebble = pairedRatio(r.PebbleRuns, r.Runs, func(x Run) float64 { return x.ScanSeconds })
+	}
+	if len(r.RocksDBRuns) == len(r.Runs) && len(r.Runs) > 0 {
+		r.WriteCPUVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.WriteCPUSeconds })
+		r.ReadCPUVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.ReadCPUSeconds })
+		r.WriteVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.WriteSeconds })
+		r.ReadVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.ReadSeconds })
 	}
 	if len(r.PebbleRuns) > 0 {
 		r.Pebble = &CompressionRow{Profile: r.Profile, Name: "raw Pebble: " + r.Name, Runs: r.PebbleRuns}
 		r.Pebble.summarize(raw)
+	}
+	if len(r.RocksDBRuns) > 0 {
+		r.RocksDB = &CompressionRow{Profile: r.Profile, Name: "RocksDB: " + r.Name, Runs: r.RocksDBRuns}
+		r.RocksDB.summarize(raw)
 	}
 }
 
@@ -428,6 +446,14 @@ func (res *CompressionResult) Table() *report.Table {
 			report.Column{Name: "Scan vs Pebble", Format: "%.2f"},
 		)
 	}
+	if res.RocksDB {
+		t.Columns = append(t.Columns,
+			report.Column{Name: "Write vs RocksDB", Format: "%.2f"},
+			report.Column{Name: "Read vs RocksDB", Format: "%.2f"},
+			report.Column{Name: "Write/CPU vs RocksDB", Key: "write_cpu_vs_rocksdb", Format: "%.2f"},
+			report.Column{Name: "Read/CPU vs RocksDB", Key: "read_cpu_vs_rocksdb", Format: "%.2f"},
+		)
+	}
 	lz4 := false
 	for _, r := range res.Rows {
 		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.IngestMBps, r.ScanMBps,
@@ -438,10 +464,19 @@ func (res *CompressionResult) Table() *report.Table {
 		if res.Baseline {
 			row = append(row, r.WriteVsPebble, r.ReadVsPebble, r.ScanVsPebble)
 		}
+		if res.RocksDB {
+			row = append(row, r.WriteVsRocksDB, r.ReadVsRocksDB, r.WriteCPUVsRocksDB, r.ReadCPUVsRocksDB)
+		}
 		t.Rows = append(t.Rows, row)
-		if pr := r.Pebble; pr != nil {
+		for _, pr := range []*CompressionRow{r.Pebble, r.RocksDB} {
+			if pr == nil {
+				continue
+			}
 			prow := []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.IngestMBps, pr.ScanMBps,
 				pr.SizeBeforeBytes / MiB, pr.CompactSeconds}
+			if pr == r.RocksDB {
+				prow = append(prow, pr.WriteAmp)
+			}
 			t.Rows = append(t.Rows, append(prow, make([]any, len(t.Columns)-len(prow))...))
 		}
 		for _, name := range []string{r.Profile.Default, r.Profile.Bottommost} {
@@ -474,6 +509,9 @@ func (res *CompressionResult) Table() *report.Table {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s: after the compaction raw Pebble's tables carry %s, Strata's %s (Pebble moves a lone table down without rewriting it; Strata rewrites it into the level's codec), so Read/Scan vs Pebble compare different codecs.",
 				r.Name, r.PebbleRuns[0].TableCodecs, r.Runs[0].TableCodecs))
 		}
+	}
+	if res.RocksDB {
+		t.Notes = append(t.Notes, "RocksDB rows: RocksDB (librocksdb) opened with the RocksDB OPTIONS file Strata writes for the same config (codecs per level with real LZ4, memtable size and count, file and level sizes, bloom bits, block_size; RocksDB has no per-level block size, so its bottommost level keeps block_size), with an LRU block cache of the capacity of Strata's Pebble cache (block_cache_size_mb plus the memtable budget Pebble reserves in it), run interleaved in this process; the full compaction is CompactRange with bottommost_level_compaction = kForce. Its W-Amp is RocksDB's own (the Sum row of rocksdb.stats: table bytes written / bytes flushed). X vs RocksDB = Strata's MB/s (or MB per CPU-second) / RocksDB's, the median of the per-run ratios, > 1 means Strata is faster.")
 	}
 	return t
 }
@@ -514,6 +552,7 @@ func (o *CompressionOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Dir, "dir", "", "keep the databases in a new directory under `DIR` (default: a temporary directory, removed after)")
 	fs.IntVar(&o.Repeat, "repeat", 1, "run each profile `N` times and report the median of each figure")
 	fs.BoolVar(&o.Baseline, "baseline", false, "also run each profile on raw Pebble with identical options and add Strata/Pebble ratio columns")
+	fs.BoolVar(&o.RocksDB, "rocksdb", false, "also run each profile on RocksDB opened with the OPTIONS file Strata writes for the config, and add Strata/RocksDB ratio columns (needs a build with -tags rocksdb)")
 	fs.DurationVar(&o.MinTime, "min-time", DefaultMinTime, "repeat each timed phase (write, read, scan) until it has run `DURATION`")
 	fs.StringVar(&o.plot, "plot", "", "also draw size against write and read MB/s, with the Pareto frontier, as SVG into `FILE`")
 	formatFlag(fs, &o.format, allFormats...)
@@ -531,6 +570,9 @@ func (o *CompressionOptions) validateFlags(cmd *cobra.Command, _ []string) error
 		errs = append(errs, fmt.Errorf("--min-time %s: must be > 0", o.MinTime))
 	}
 	errs = append(errs, checkPlotPath(o.plot))
+	if o.RocksDB && !rocksDBAvailable {
+		errs = append(errs, errNoRocksDB)
+	}
 	if o.configs != "" {
 		if o.profilesSet || o.configPath != "" {
 			errs = append(errs, fmt.Errorf("--configs %s: give either --configs or --profiles/--config: each config brings its own codecs", o.configs))

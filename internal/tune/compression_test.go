@@ -160,14 +160,7 @@ func TestCompressionBaseline(t *testing.T) {
 			t.Errorf("%s: vs Pebble %v %v %v, want > 0", row.Name, row.WriteVsPebble, row.ReadVsPebble, row.ScanVsPebble)
 		}
 	}
-	var js bytes.Buffer
-	if err := res.Table().Render(&js, "json"); err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(js.Bytes(), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := jsonRows(t, res.Table())
 	for _, key := range []string{"write_vs_pebble", "read_vs_pebble", "scan_vs_pebble"} {
 		if _, ok := rows[0][key]; !ok {
 			t.Errorf("JSON row lacks %q", key)

@@ -1,12 +1,16 @@
 package tune
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/report"
 )
 
 // testMinTime makes every timed phase of a test run one pass: tests check
@@ -60,4 +64,18 @@ func unwritableDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(file, "sub")
+}
+
+// jsonRows renders tb as JSON and returns its rows.
+func jsonRows(t testing.TB, tb *report.Table) []map[string]any {
+	t.Helper()
+	var js bytes.Buffer
+	if err := tb.Render(&js, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(js.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }

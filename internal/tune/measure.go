@@ -34,7 +34,25 @@ const (
 	// Pebble is pebble.Open with pebbleconf.Options of the same config:
 	// the raw-Pebble baseline with identical settings.
 	Pebble Implementation = "pebble"
+	// RocksDB is real RocksDB (librocksdb, a build with -tags rocksdb)
+	// opened with the RocksDB OPTIONS file Strata writes for the same
+	// config (see rocksdb.go).
+	RocksDB Implementation = "rocksdb"
 )
+
+// errNoRocksDB says how to get a build that measures RocksDB.
+var errNoRocksDB = errors.New("--rocksdb: this tune was built without RocksDB: build it with -tags rocksdb (needs librocksdb, Debian's librocksdb-dev)")
+
+// opener returns the function that opens impl's store.
+func (impl Implementation) opener() func(*config.Config) (store, error) {
+	switch impl {
+	case Pebble:
+		return openPebble
+	case RocksDB:
+		return openRocksDB
+	}
+	return openStrata
+}
 
 // DefaultMinTime is the least wall time of each timed phase of a run
 // (writes, point reads, reads of absent keys, the scan): the phase's work
@@ -433,10 +451,7 @@ func (c *phaseClock) perPass() (wall, cpu float64) {
 // Before each pass the Go garbage collector runs (settle). CPU seconds are
 // the process's user and system time over the same passes.
 func measure(ctx context.Context, spec runSpec) (run Run, err error) {
-	open := openStrata
-	if spec.impl == Pebble {
-		open = openPebble
-	}
+	open := spec.impl.opener()
 	d, cfg, p := spec.data, spec.cfg, orNop(spec.progress)
 	minTime := spec.minTime
 	if minTime == 0 {
