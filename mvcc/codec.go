@@ -13,6 +13,7 @@ import (
 //	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)  ->  record
 //	'm' name                                                ->  8-byte big-endian int64
 //	'l' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
+//	'a' aux key (the caller's, see AuxWrite)                ->  the caller's value
 //
 // Revision keys sort by revision, so writes append at the end of the key
 // space and the LSM writes them sequentially; a scan of 'r' replays history.
@@ -20,6 +21,7 @@ const (
 	revPrefix   = 'r'
 	metaPrefix  = 'm'
 	leasePrefix = 'l'
+	auxPrefix   = 'a'
 	revKeyLen   = 17
 	leaseKeyLen = 9
 )

@@ -12,7 +12,7 @@ import (
 
 // A store snapshot is what a replicated member that fell behind the log,
 // or a new member, receives instead of the entries it missed: every key of
-// the store's key space (revisions, metadata, leases) as of one point, in
+// the store's key space (revisions, metadata, leases, aux) as of one point, in
 // key order, each as uvarint key length, key, uvarint value length, value;
 // then a zero key length. The applied index is among the metadata.
 
@@ -141,7 +141,7 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		if k[0] != revPrefix && k[0] != metaPrefix && k[0] != leasePrefix {
+		if k[0] != revPrefix && k[0] != metaPrefix && k[0] != leasePrefix && k[0] != auxPrefix {
 			return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
 		}
 		if err := b.Put(k, v); err != nil {
