@@ -240,8 +240,14 @@ func TestAuthTokenExpiryMatchesEtcd34(t *testing.T) {
 		conns[name] = conn
 		a := pb.NewAuthClient(conn)
 		for _, call := range []func() error{
-			func() error { _, err := a.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: "pw"}); return err },
-			func() error { _, err := a.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}); return err },
+			func() error {
+				_, err := a.UserAdd(ctx, &pb.AuthUserAddRequest{Name: "root", Password: "pw"})
+				return err
+			},
+			func() error {
+				_, err := a.UserGrantRole(ctx, &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"})
+				return err
+			},
 			func() error { _, err := a.AuthEnable(ctx, &pb.AuthEnableRequest{}); return err },
 		} {
 			if err := call(); err != nil {
