@@ -85,6 +85,9 @@ func Open(cfg Config, st Storage) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, st: st, be: be, index: wait.NewTimeList()}
+	if err := checkTokenOptions(cfg.Token); err != nil {
+		return nil, fmt.Errorf("auth: auth_token = %q: %w", cfg.Token, err)
+	}
 	tp, err := etcdauth.NewTokenProvider(cfg.Logger, cfg.Token, s.index.Wait, cfg.TokenTTL)
 	if err != nil {
 		return nil, fmt.Errorf("auth: auth_token = %q: %w (want \"simple\" or \"jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256,ttl=5m\")", cfg.Token, err)
