@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +174,17 @@ func TestAuthClientv3(t *testing.T) {
 	bad := metadata.AppendToOutgoingContext(ctx, rpctypes.TokenFieldNameGRPC, "not-a-token.7")
 	if _, err := kv.Range(bad, &pb.RangeRequest{Key: []byte("/pub/a")}); !errors.Is(rpctypes.Error(err), rpctypes.ErrInvalidAuthToken) {
 		t.Errorf("a bad token: %v, want %v", err, rpctypes.ErrInvalidAuthToken)
+	}
+	// The v2 keys are the v3 keys, and a v2 request carries no v3 token:
+	// refused while auth is enabled.
+	if resp, err := http.Get("http://" + s.Addr().String() + "/v2/keys/secret"); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || string(body) != `{"message":"Insufficient credentials"}`+"\n" {
+			t.Errorf("v2 GET with auth enabled: %d %s, want 401 and etcd's v2 refusal", resp.StatusCode, body)
+		}
 	}
 	// Restart: users, roles and the enabled flag are kept.
 	if err := s.Close(); err != nil {
