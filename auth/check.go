@@ -135,15 +135,9 @@ func (s *Store) CheckLeaseRenew(ctx context.Context, keys [][]byte) error {
 
 func (s *Store) checkLeaseKeys(ctx context.Context, keys [][]byte, check func(*Info, []byte) error) error {
 	rev := s.etcd.Revision()
-	if !s.etcd.IsAuthEnabled() {
-		return nil
-	}
-	ai, err := s.InfoFromContext(ctx)
-	if err != nil {
+	ai, err := s.requireInfo(ctx)
+	if ai == nil || err != nil {
 		return err
-	}
-	if ai == nil {
-		return ErrUserEmpty
 	}
 	if s.etcd.IsAdminPermitted(ai) == nil {
 		return nil

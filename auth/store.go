@@ -327,17 +327,24 @@ func (s *Store) HashPassword(password *string, hashed *string) error {
 // RequireUser fails with ErrUserEmpty when auth is enabled and the request
 // names no user (etcd's requireAuthInfo).
 func (s *Store) RequireUser(ctx context.Context) error {
+	_, err := s.requireInfo(ctx)
+	return err
+}
+
+// requireInfo returns the request's user, ErrUserEmpty if it names none
+// while auth is enabled, and nil, nil while auth is disabled.
+func (s *Store) requireInfo(ctx context.Context) (*Info, error) {
 	if !s.etcd.IsAuthEnabled() {
-		return nil
+		return nil, nil
 	}
 	ai, err := s.InfoFromContext(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ai == nil {
-		return ErrUserEmpty
+		return nil, ErrUserEmpty
 	}
-	return nil
+	return ai, nil
 }
 
 // RequireAdmin fails unless auth is disabled or the request's user has

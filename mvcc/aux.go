@@ -49,7 +49,7 @@ func (s *Store) ReadAux(prefix []byte) ([]AuxWrite, error) {
 		return nil, ErrClosed
 	}
 	lo := auxKey(prefix)
-	it, err := s.db.NewIter(&engine.IterOptions{LowerBound: lo, UpperBound: auxUpperBound(lo)})
+	it, err := s.db.NewIter(&engine.IterOptions{LowerBound: lo, UpperBound: PrefixEnd(lo)})
 	if err != nil {
 		return nil, fmt.Errorf("mvcc: read aux: %w", err)
 	}
@@ -66,19 +66,6 @@ func (s *Store) ReadAux(prefix []byte) ([]AuxWrite, error) {
 
 // auxKey returns the engine key of aux key k.
 func auxKey(k []byte) []byte { return append([]byte{auxPrefix}, k...) }
-
-// auxUpperBound is the smallest key above every key that starts with p,
-// nil if none is (p all 0xff cannot happen: p starts with auxPrefix).
-func auxUpperBound(p []byte) []byte {
-	end := bytes.Clone(p)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
 
 // putAux adds the txn's aux writes to eb.
 func (t *writeTxn) putAux(eb *engine.Batch) error {

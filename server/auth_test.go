@@ -67,27 +67,11 @@ func TestAuthClientv3(t *testing.T) {
 	s := startServer(t, cfg)
 	ctx := testCtx(t)
 	admin := newClient(t, s, nil)
-	for _, step := range []func() error{
-		func() error { _, err := admin.UserAdd(ctx, "root", "rootpw"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := admin.RoleAdd(ctx, "reader"); return err },
-		func() error {
-			_, err := admin.RoleGrantPermission(ctx, "reader", "/pub/", clientv3.GetPrefixRangeEnd("/pub/"), clientv3.PermissionType(clientv3.PermRead))
-			return err
-		},
-		func() error {
-			_, err := admin.RoleGrantPermission(ctx, "reader", "/rw", "", clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := admin.UserAdd(ctx, "alice", "alicepw"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "alice", "reader"); return err },
-		func() error { _, err := admin.Put(ctx, "/pub/a", "1"); return err },
-		func() error { _, err := admin.Put(ctx, "/secret", "s"); return err },
-		func() error { _, err := admin.AuthEnable(ctx); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
+	setupAuth(t, admin, "alice")
+	if root, err := authClient(t, s, "root", "rootpw"); err != nil {
+		t.Fatal(err)
+	} else if _, err := root.RoleGrantPermission(ctx, "reader", "/rw", "", clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		t.Fatal(err)
 	}
 
 	// No user, a wrong password.
