@@ -17,7 +17,7 @@ import (
 )
 
 // authClient returns a clientv3 client of s with a user and password.
-func authClient(t *testing.T, s *Server, user, password string) (*clientv3.Client, error) {
+func authClient(t testing.TB, s *Server, user, password string) (*clientv3.Client, error) {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{s.Addr().String()},

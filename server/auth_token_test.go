@@ -22,7 +22,7 @@ import (
 
 // setupAuth creates root, a role reader with read on /pub/ and the given
 // users holding it, writes /pub/a and /secret, and enables auth.
-func setupAuth(t *testing.T, c *clientv3.Client, users ...string) {
+func setupAuth(t testing.TB, c *clientv3.Client, users ...string) {
 	t.Helper()
 	ctx := testCtx(t)
 	steps := []func() error{
