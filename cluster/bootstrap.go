@@ -28,7 +28,7 @@ func (n *raftNode) checkRestart(meta logMeta, members *memberSet) error {
 		return fmt.Errorf("cluster: name = %q, but the raft log in %s belongs to member %q (%x): use that member's config, or another directory", cfg.Name, cfg.Dir, meta.Name, meta.MemberID)
 	}
 	if members.Removed[meta.MemberID] {
-		return fmt.Errorf("%w: member %q (%x) of cluster %x; wipe %s and add it again (member add, then start with join = true)", ErrRemoved, cfg.Name, meta.MemberID, meta.ClusterID, cfg.Dir)
+		return fmt.Errorf("%w: member %q (%x) of cluster %x; wipe %s and add it again (member add, then start with join = true)", ErrRemoved, cfg.Name, meta.MemberID, meta.ClusterID, cfg.wipeDirs())
 	}
 	self := cfg.self()
 	if me := members.Members[meta.MemberID]; me != nil && !sameURLs(me.PeerURLs, self.PeerURLs) && !n.peersKnowURLs(meta.ClusterID, meta.MemberID, self.PeerURLs) {
@@ -92,11 +92,11 @@ func (n *raftNode) checkPeers(clusterID, selfID uint64, fresh bool) error {
 		}
 		if slices.Contains(v.view.Removed, strconv.FormatUint(selfID, 16)) {
 			return fmt.Errorf("%w: peer %q at %s says member %q (%x) was removed from cluster %x; wipe %s and add it again (member add, then start with join = true)",
-				ErrRemoved, v.view.Name, v.url, n.cfg.Name, selfID, clusterID, n.cfg.Dir)
+				ErrRemoved, v.view.Name, v.url, n.cfg.Name, selfID, clusterID, n.cfg.wipeDirs())
 		}
 		if self := strconv.FormatUint(selfID, 16); fresh && (slices.Contains(v.view.Started, self) || slices.Contains(v.view.Acked, self)) {
-			errs = append(errs, fmt.Sprintf("peer %q at %s knows this member (%x) as started in cluster %x, but its raft directory %s is empty: a member that lost its data must be removed (member remove), wiped, added again (member add) and started with join = true",
-				v.view.Name, v.url, selfID, clusterID, n.cfg.Dir))
+			errs = append(errs, fmt.Sprintf("peer %q at %s knows this member (%x) as started in cluster %x, but its raft directory %s is empty: a member that lost its data must be removed (member remove), wiped (%s), added again (member add) and started with join = true",
+				v.view.Name, v.url, selfID, clusterID, n.cfg.Dir, n.cfg.wipeDirs()))
 		}
 	}
 	if len(errs) > 0 {

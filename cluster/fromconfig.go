@@ -28,6 +28,7 @@ func RaftConfigFrom(cfg *config.Config) (RaftConfig, error) {
 	rc := RaftConfig{
 		Name:            c.Name,
 		Dir:             c.RaftDirFor(cfg.DBPath),
+		DataDir:         cfg.DBPath,
 		ListenPeer:      c.ListenPeer,
 		Token:           c.Token,
 		Join:            c.Join,

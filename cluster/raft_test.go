@@ -518,10 +518,16 @@ func TestRaftAddRemoveMember(t *testing.T) {
 			t.Fatalf("member %d lists %d members", i, len(ms))
 		}
 	}
-	// The removed member may not come back with its old directory.
-	_, err = StartRaft(c.config(1, false), c.sms[1])
+	// The removed member may not come back with its old directory; it is
+	// told to wipe its data too, not only its raft log.
+	cfg := c.config(1, false)
+	cfg.DataDir = filepath.Join(c.dir, "s2-data")
+	_, err = StartRaft(cfg, c.sms[1])
 	if !errors.Is(err, ErrRemoved) {
 		t.Fatalf("restarting a removed member: %v, want ErrRemoved", err)
+	}
+	if want := "wipe both " + cfg.Dir + " (raft) and " + cfg.DataDir + " (db_path)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("restarting a removed member: %q, want it to say %q", err, want)
 	}
 }
 

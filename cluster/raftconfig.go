@@ -19,6 +19,11 @@ type RaftConfig struct {
 	// received snapshots (Dir/snap). The state machine's data lives
 	// elsewhere (the mvcc store).
 	Dir string
+	// DataDir is where the state machine keeps its data (the server's
+	// db_path), named with Dir in the messages that tell an operator what
+	// to wipe: a removed member rejoins only with both empty. Empty when
+	// the state machine keeps nothing on disk.
+	DataDir string
 	// ListenPeer is the host:port peer traffic is served on. Ignored when
 	// PeerListener is set.
 	ListenPeer string
@@ -187,4 +192,12 @@ func (c *RaftConfig) self() MemberConfig {
 		}
 	}
 	return MemberConfig{}
+}
+
+// wipeDirs names the directories a member must empty to join again.
+func (c *RaftConfig) wipeDirs() string {
+	if c.DataDir == "" {
+		return c.Dir
+	}
+	return fmt.Sprintf("both %s (raft) and %s (db_path)", c.Dir, c.DataDir)
 }

@@ -35,6 +35,8 @@ import (
 //	                     8-byte index the snapshot was taken at
 //	GET  /raft/members   this member's view: cluster ID, member list, applied
 //	                     index (start-time checks and members that join)
+//	GET  /raft/probing   an empty answer, timed by every peer for its
+//	                     etcd_network_peer_round_trip_time_seconds
 //
 // Every stream and snapshot request names the asking member's cluster and
 // member ID in headers; a member of another cluster is refused with 412, a
@@ -43,6 +45,7 @@ const (
 	pathStream   = "/raft/stream"
 	pathSnapshot = "/raft/snapshot"
 	pathMembers  = "/raft/members"
+	pathProbe    = "/raft/probing"
 
 	headerClusterID = "X-Strata-Cluster-Id"
 	headerFrom      = "X-Strata-From"
@@ -57,6 +60,11 @@ const (
 	maxMessageBytes = 256 << 20
 )
 
+// probeInterval is how often a member times a round trip to each peer
+// (etcd's prober interval); probeRetry is the wait after a probe failed,
+// shorter so that a peer that comes up is timed soon.
+var probeInterval, probeRetry = 4 * time.Second, time.Second
+
 // transport sends raft messages to the other members and serves theirs.
 type transport struct {
 	n      *raftNode
@@ -68,6 +76,8 @@ type transport struct {
 	peers map[uint64]*peer
 	wg    sync.WaitGroup
 	stopc chan struct{}
+
+	metrics *peerMetrics
 }
 
 // peer is one other member: a bounded queue of messages for it, drained
@@ -100,10 +110,11 @@ func newTransport(n *raftNode, clientTLS *tls.Config) *transport {
 		ForceAttemptHTTP2:     false,
 	}
 	return &transport{
-		n:      n,
-		client: &http.Client{Transport: tr},
-		peers:  map[uint64]*peer{},
-		stopc:  make(chan struct{}),
+		n:       n,
+		client:  &http.Client{Transport: tr},
+		peers:   map[uint64]*peer{},
+		stopc:   make(chan struct{}),
+		metrics: newPeerMetrics(),
 	}
 }
 
@@ -113,6 +124,7 @@ func (t *transport) serve(ln net.Listener, serverTLS *tls.Config) {
 	mux.HandleFunc(pathStream, t.handleStream)
 	mux.HandleFunc(pathSnapshot, t.handleSnapshot)
 	mux.HandleFunc(pathMembers, t.handleMembers)
+	mux.HandleFunc(pathProbe, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	// net/http writes its HTTP/2 defaults into the server's tls.Config, so
 	// each server gets its own copy: members started from one config share
 	// a *tls.Config otherwise (a data race).
@@ -174,9 +186,10 @@ func (t *transport) setPeers(members map[uint64]*Member) {
 		p := &peer{id: id, urls: append([]string(nil), m.PeerURLs...), q: make(chan *pb.Message, peerQueueLen),
 			props: make(chan *pb.Message, peerQueueLen), stop: make(chan struct{})}
 		t.peers[id] = p
-		t.wg.Add(2)
+		t.wg.Add(3)
 		go t.readStream(p)
 		go t.stepProposals(p)
+		go t.probe(p)
 	}
 }
 
@@ -207,11 +220,13 @@ func (t *transport) send(msgs []*pb.Message) {
 			// probes again; the small ones (a forwarded proposal, a vote,
 			// a heartbeat) wait in the queue for the stream.
 			t.n.raft.ReportUnreachable(p.id)
+			t.metrics.sendFailed(p.id)
 			continue
 		}
 		select {
 		case p.q <- m:
 		default:
+			t.metrics.sendFailed(p.id)
 			if m.GetType() == pb.MsgApp {
 				t.n.raft.ReportUnreachable(p.id)
 			}
@@ -257,15 +272,19 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+		unflushed := 0
 		for n := 0; m != nil && n < maxBatch; n++ {
 			var err error
 			if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf[:0], m); err != nil {
 				t.n.logf("cannot marshal a raft message to %x: %v", p.id, err)
 			} else {
-				bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(buf)))])
+				k := binary.PutUvarint(lenBuf[:], uint64(len(buf)))
+				bw.Write(lenBuf[:k])
 				if _, err := bw.Write(buf); err != nil {
+					t.metrics.sendFailed(p.id)
 					return
 				}
+				unflushed += k + len(buf)
 			}
 			select {
 			case m = <-p.q:
@@ -274,9 +293,11 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err := bw.Flush(); err != nil {
+			t.metrics.sendFailed(p.id)
 			return
 		}
 		flusher.Flush()
+		t.metrics.sent(p.id, unflushed)
 	}
 }
 
@@ -328,7 +349,19 @@ func (t *transport) stream(ctx context.Context, p *peer, u string) error {
 	if p.warned.CompareAndSwap(true, false) {
 		t.n.logf("stream from peer %x (%s) up", p.id, u)
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	t.metrics.connected(t.n.id, p.id, true)
+	defer t.metrics.connected(t.n.id, p.id, false)
+	err = t.readMessages(ctx, p, resp.Body)
+	if ctx.Err() == nil {
+		t.metrics.receiveFailed(p.id)
+	}
+	return err
+}
+
+// readMessages steps the messages of an open stream from p until it
+// breaks.
+func (t *transport) readMessages(ctx context.Context, p *peer, body io.Reader) error {
+	br := bufio.NewReaderSize(body, 64<<10)
 	var b []byte
 	for {
 		n, err := binary.ReadUvarint(br)
@@ -345,6 +378,7 @@ func (t *transport) stream(ctx context.Context, p *peer, u string) error {
 		if _, err := io.ReadFull(br, b); err != nil {
 			return err
 		}
+		t.metrics.received(p.id, uvarintLen(n)+len(b))
 		m := &pb.Message{}
 		if err := proto.Unmarshal(b, m); err != nil {
 			return fmt.Errorf("malformed raft message: %w", err)
@@ -366,6 +400,63 @@ func (t *transport) stream(ctx context.Context, p *peer, u string) error {
 			return err
 		}
 	}
+}
+
+// uvarintLen is the length of n's uvarint encoding.
+func uvarintLen(n uint64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], n)
+}
+
+// probe times a round trip to p (a GET of /raft/probing) every
+// probeInterval while p is a member, as etcd's prober does.
+func (t *transport) probe(p *peer) {
+	defer t.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // a probe in flight ends with the peer
+		select {
+		case <-p.stop:
+		case <-t.stopc:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	for attempt := 0; ; attempt++ {
+		wait := probeRetry
+		if rtt, err := t.probeOnce(ctx, p.urls[attempt%len(p.urls)]); err == nil {
+			t.metrics.rtt(p.id, rtt)
+			wait = probeInterval
+		}
+		select {
+		case <-time.After(wait):
+		case <-p.stop:
+			return
+		case <-t.stopc:
+			return
+		}
+	}
+}
+
+// probeOnce times one GET of u's /raft/probing.
+func (t *transport) probeOnce(ctx context.Context, u string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeInterval)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+pathProbe, nil)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return 0, fmt.Errorf("%s", resp.Status)
+	}
+	return time.Since(start), nil
 }
 
 // stepProposals steps the proposals p forwarded to this member, each

@@ -8,6 +8,10 @@
 //	cfg.CompressionBottommost = "zstd:6"
 //	if err := cfg.Validate(); err != nil { ... } // every problem, each naming its key
 //
+// A config file may also name a setting as RocksDB does, in RocksDB's units
+// (write_buffer_size = 134217728, compression_per_level = [...]): the
+// OPTIONS importer reads those names, row by row (rocksdb_names.go).
+//
 // Every key's facts (RocksDB name, unit, range, default) are one row of the
 // table in fields.go; Resolve derives the typed codecs, the notes and the
 // cache split once. The conversion into Pebble options is in one place

@@ -122,6 +122,12 @@ const (
 	keyDBPaths
 	keyTable     // a section such as [server]: sub holds its keys
 	keyTableList // a list of tables such as [[cluster.members]]: sub holds their keys
+	// keyStringList is a list of strings, or one string: RocksDB's
+	// compression_per_level (rocksdb_names.go); no Config field has it.
+	keyStringList
+	// keySize is a size in bytes under a RocksDB name: a non-negative
+	// integer, or a string with RocksDB's suffix ("64m"; parseSize).
+	keySize
 )
 
 // keySpec is one key of a table: its name and type.
@@ -187,28 +193,48 @@ func schemaOf(t reflect.Type) schema {
 // checker collects the FieldErrors of a parsed file.
 type checker struct {
 	problems []*FieldError
+	// bad holds the values with a problem, which assign leaves out so that
+	// the rest of the file is still assigned and validated.
+	bad map[*value]bool
+	// rocksDB lists the top-level keys that are RocksDB names
+	// (rocksdb_names.go), of the right type, in file order.
+	rocksDB []string
 }
 
 func (c *checker) add(key string, v *value, rule string) {
 	c.problems = append(c.problems, &FieldError{Key: key, Value: v.shown(), Rule: rule})
 }
 
-// checkTree checks a parsed file against Config's keys and types.
-func checkTree(root *value) []*FieldError {
-	var c checker
+// checkTree checks a parsed file against Config's keys and types. The
+// top level takes RocksDB's names too.
+func checkTree(root *value) *checker {
+	c := &checker{bad: map[*value]bool{}}
 	c.table("", root, configSchema)
-	return c.problems
+	return c
 }
 
+// table checks the keys of t, a table of schema s; prefix is "" for the
+// top level.
 func (c *checker) table(prefix string, t *value, s schema) {
 	for _, k := range t.keys {
 		v := t.table[k]
+		before := len(c.problems)
 		spec, ok := s.lookup(k)
-		if !ok {
-			c.add(prefix+k, v, unknownKeyRule(k, s))
-			continue
+		switch {
+		case ok:
+			c.value(prefix+k, v, spec)
+		case prefix == "" && fileRows[k] != nil:
+			if c.value(k, v, fileSpec(fileRows[k])); len(c.problems) == before {
+				c.rocksDB = append(c.rocksDB, k)
+			}
+		case prefix == "" && notMapped(k):
+			c.rocksDB = append(c.rocksDB, k)
+		default:
+			c.add(prefix+k, v, unknownKeyRule(k, s, prefix == ""))
 		}
-		c.value(prefix+k, v, spec)
+		if len(c.problems) > before && spec.kind != keyTable {
+			c.bad[v] = true // a section's good keys are still assigned
+		}
 	}
 	for _, d := range t.dups {
 		c.add(prefix+d.key, d.v, "is set more than once")
@@ -251,6 +277,23 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 	case keyBool:
 		if v.kind != kindBool {
 			c.add(key, v, "expected true or false")
+		}
+	case keySize:
+		if (v.kind != kindInt || v.num.Sign() < 0) && v.kind != kindString {
+			c.add(key, v, `expected a size in bytes: a non-negative integer, or a string with RocksDB's suffix k, m, g or t ("64m")`)
+		}
+	case keyStringList:
+		if v.kind == kindString {
+			return
+		}
+		if v.kind != kindList {
+			c.add(key, v, "expected a list of codec names")
+			return
+		}
+		for i, item := range v.list {
+			if item.kind != kindString {
+				c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a codec name")
+			}
 		}
 	case keyTable:
 		if v.kind != kindTable {
@@ -295,11 +338,14 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 }
 
 // assign lays the values of a checked table t over the struct dst (a
-// Config, a section or a list entry). checkTree must have found no problem:
-// every key is known and every value of its key's type.
-func assign(dst reflect.Value, t *value, s schema) {
+// Config, a section or a list entry), leaving out unknown keys and the
+// values checkTree found bad, so that the struct keeps its value there.
+func assign(dst reflect.Value, t *value, s schema, bad map[*value]bool) {
 	for _, k := range t.keys {
-		spec, _ := s.lookup(k)
+		spec, ok := s.lookup(k)
+		if !ok || bad[t.table[k]] {
+			continue
+		}
 		v, f := t.table[k], dst.Field(spec.field)
 		switch spec.kind {
 		case keyString:
@@ -317,38 +363,58 @@ func assign(dst reflect.Value, t *value, s schema) {
 		case keyBool:
 			f.SetBool(v.boolean)
 		case keyTable:
-			assign(f, v, spec.sub)
+			assign(f, v, spec.sub, bad)
 		case keyDBPaths, keyTableList:
 			f.Set(reflect.Zero(f.Type())) // null and [] mean no entries
 			if len(v.list) > 0 {
 				f.Set(reflect.MakeSlice(f.Type(), len(v.list), len(v.list)))
 				for i, item := range v.list {
-					assign(f.Index(i), item, spec.sub)
+					assign(f.Index(i), item, spec.sub, bad)
 				}
 			}
 		}
 	}
 }
 
-// unknownKeyRule says a key is unknown and suggests the closest known one.
-func unknownKeyRule(k string, s schema) string {
-	best, bestDist := "", math.MaxInt
+// unknownKeyRule says a key is unknown and suggests the closest key of s
+// (and, at the top level, of RocksDB's names a file may use), if one is
+// close (suggestion).
+func unknownKeyRule(k string, s schema, top bool) string {
+	var names []string
 	for _, spec := range s {
-		if strings.EqualFold(k, spec.name) {
-			best, bestDist = spec.name, 0
-			break
-		}
-		if len(k) > 64 {
-			continue
-		}
-		if d := editDistance(k, spec.name); d < bestDist {
-			best, bestDist = spec.name, d
-		}
+		names = append(names, spec.name)
 	}
-	if bestDist <= 3 {
+	if top {
+		names = append(names, fileRowNames()...)
+	}
+	if best, ok := suggestion(k, names); ok {
 		return fmt.Sprintf("unknown key (did you mean %s?)", best)
 	}
 	return "unknown key"
+}
+
+// suggestion returns the name closest to a mistyped key k, by edit
+// distance, ignoring case: to the whole name, or (one step further) to the
+// start of a longer name, so that bloom_bitz finds bloom_bits_per_key. A
+// name is suggested when the distance is at most a third of k's length,
+// between 1 and 3: "foo" suggests nothing, "synk" suggests sync.
+func suggestion(k string, names []string) (string, bool) {
+	if len(k) > 64 {
+		return "", false
+	}
+	key := strings.ToLower(k)
+	limit := min(3, max(1, len(key)/3))
+	best, bestDist := "", math.MaxInt
+	for _, name := range names {
+		d := editDistance(key, name)
+		if len(key) >= 5 && len(key) < len(name) {
+			d = min(d, editDistance(key, name[:len(key)])+1)
+		}
+		if d < bestDist {
+			best, bestDist = name, d
+		}
+	}
+	return best, bestDist <= limit
 }
 
 // editDistance is the Levenshtein distance of two short strings.

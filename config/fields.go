@@ -42,6 +42,10 @@ type field struct {
 	// rocksdb is RocksDB's name of the option; empty writes the value as a
 	// "# strata: key=value" comment, which RocksDB's parser skips.
 	rocksdb string
+	// readAs is a RocksDB name that is read (by the importer and in config
+	// files) but not written, for an option RocksDB keeps out of its
+	// OPTIONS file (block_cache); its unit is scale's, as rocksdb's.
+	readAs string
 	// scale converts units: RocksDB's value is the Config value times scale
 	// (mib: the file's MB are RocksDB's bytes). 0 means 1.
 	scale int64
@@ -64,6 +68,9 @@ type field struct {
 	// text reads and writes a value that is not a plain string, bool or
 	// number (or, with key empty, the whole line).
 	text *textForm
+	// sets names the Config keys a row without key sets (the codec
+	// options): a config file that gives both names is refused.
+	sets []string
 	// index locates the Config field (from the toml tags).
 	index []int
 }
@@ -136,6 +143,10 @@ var (
 	// (section + "\x00" + name); strataRows by the key of a "# strata:"
 	// comment.
 	rocksDBRows, strataRows map[string]*field
+	// fileRows finds a row by the RocksDB name a config file may give in
+	// place of the Strata key (rocksdb_names.go): every RocksDB name of the
+	// table outside [Version] that is not also the Strata key.
+	fileRows map[string]*field
 )
 
 func init() {
@@ -174,11 +185,11 @@ func init() {
 			reason: "Strata uses target_file_size_base on every level (multiplier 1)"},
 		{key: "max_bytes_for_level_base_mb", section: sectionCF, rocksdb: "max_bytes_for_level_base", scale: mib, limits: inRange(1, 1<<20), def: 256},
 		{key: "optimize_filters_for_hits", section: sectionCF, rocksdb: "optimize_filters_for_hits", def: false},
-		{section: sectionCF, rocksdb: "compression", text: compressionText},
-		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText},
-		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText},
-		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText},
-		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText},
+		{section: sectionCF, rocksdb: "compression", text: compressionText, sets: []string{"compression_default"}},
+		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText, sets: []string{"compression_bottommost"}},
+		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText, sets: []string{"compression_default", "compression_bottommost"}},
+		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText, sets: []string{"compression_default"}},
+		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText, sets: []string{"compression_bottommost"}},
 		{key: "compression_default", section: sectionCF, def: "lz4", check: (*validator).codec, text: spellingText,
 			noteIf: func(r *Resolved) bool { return requestsLZ4(r, 0) }, reason: reasonLZ4},
 		{key: "compression_bottommost", section: sectionCF, def: "zstd", check: (*validator).codec, text: spellingText,
@@ -196,7 +207,7 @@ func init() {
 			noteIf: func(r *Resolved) bool { return r.Config.PartitionFilters }, reason: reasonPartition},
 		{section: sectionTable, rocksdb: "index_type", text: indexTypeText},
 		{key: "bloom_bits_per_key", section: sectionTable, rocksdb: "filter_policy", limits: inRange(0, 64), def: 10, text: filterPolicyText},
-		{key: "block_cache_size_mb", section: sectionTable, limits: inRange(0, 1<<20), def: 256,
+		{key: "block_cache_size_mb", section: sectionTable, readAs: "block_cache", scale: mib, limits: inRange(0, 1<<20), def: 256,
 			comment: "RocksDB does not keep the block cache in its options file"},
 		{key: "high_pri_pool_ratio", section: sectionTable, limits: inRange(0, 1), def: 0.5,
 			noteIf: func(r *Resolved) bool { return r.Config.HighPriPoolRatio != 0 }, reason: reasonHighPri},
@@ -253,12 +264,21 @@ func indexFields() {
 	for i := range t.NumField() {
 		tags[t.Field(i).Tag.Get("toml")] = t.Field(i).Index
 	}
-	rocksDBRows, strataRows = map[string]*field{}, map[string]*field{}
+	rocksDBRows, strataRows, fileRows = map[string]*field{}, map[string]*field{}, map[string]*field{}
 	byField = byField[:0]
 	for i := range fields {
 		f := &fields[i]
-		if f.rocksdb != "" {
-			rocksDBRows[f.section+"\x00"+f.rocksdb] = f
+		for _, name := range []string{f.rocksdb, f.readAs} {
+			if name == "" {
+				continue
+			}
+			rocksDBRows[f.section+"\x00"+name] = f
+			if name != f.key && f.section != sectionVersion {
+				if _, ok := fileRows[name]; ok {
+					panic("config: field table: RocksDB name " + name + " in two sections")
+				}
+				fileRows[name] = f
+			}
 		}
 		if f.key == "" {
 			continue
@@ -354,6 +374,9 @@ func (f *field) format(r *Resolved) (string, bool) {
 	case reflect.Float64:
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64), true
 	default:
+		if f.rocksdb == "" {
+			return strconv.FormatInt(v.Int(), 10), true // a "# strata:" comment, in the key's unit
+		}
 		return strconv.FormatInt(v.Int()*max(f.scale, 1), 10), true
 	}
 }
@@ -384,7 +407,7 @@ func (f *field) parse(imp *importer, name, value, raw string) error {
 		}
 		v.SetFloat(x)
 	default:
-		if f.scale > 1 {
+		if f.scale > 1 && (name == f.rocksdb || name == f.readAs) {
 			n, err := imp.scaled(f, name, value)
 			if err != nil {
 				return err

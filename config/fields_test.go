@@ -19,15 +19,32 @@ type docsRow struct {
 // begins "| Key | Default | Range | In OPTIONS-rocksdb |".
 func docsTable(t *testing.T) []docsRow {
 	t.Helper()
+	var rows []docsRow
+	for _, cells := range docsTableCells(t, "| Key | Default | Range | In OPTIONS-rocksdb |", 4) {
+		rows = append(rows, docsRow{
+			key:     strings.Trim(cells[0], "`"),
+			def:     firstCode(cells[1]),
+			rng:     strings.ReplaceAll(cells[2], "`", ""),
+			options: cells[3],
+		})
+	}
+	return rows
+}
+
+// docsTableCells returns the cells of each row of the table of
+// docs/config.md whose header line begins with header; each row must have
+// at least n cells.
+func docsTableCells(t *testing.T, header string, n int) [][]string {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "docs", "config.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []docsRow
+	var rows [][]string
 	in := false
 	for _, line := range strings.Split(string(data), "\n") {
 		switch {
-		case strings.HasPrefix(line, "| Key | Default | Range | In OPTIONS-rocksdb |"):
+		case strings.HasPrefix(line, header):
 			in = true
 			continue
 		case !in:
@@ -37,19 +54,14 @@ func docsTable(t *testing.T) []docsRow {
 		case !strings.HasPrefix(line, "|"):
 			return rows
 		}
-		cells := strings.Split(line, " | ")
-		if len(cells) < 4 {
-			t.Fatalf("docs/config.md: a row of fewer than 4 cells: %q", line)
+		cells := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "| "), " |"), " | ")
+		if len(cells) < n {
+			t.Fatalf("docs/config.md: a row of fewer than %d cells: %q", n, line)
 		}
-		rows = append(rows, docsRow{
-			key:     strings.Trim(strings.TrimPrefix(cells[0], "| "), "`"),
-			def:     firstCode(cells[1]),
-			rng:     strings.ReplaceAll(cells[2], "`", ""),
-			options: cells[3],
-		})
+		rows = append(rows, cells)
 	}
 	if !in {
-		t.Fatal("docs/config.md has no table headed | Key | Default | Range | In OPTIONS-rocksdb |")
+		t.Fatalf("docs/config.md has no table headed %s", header)
 	}
 	return rows
 }

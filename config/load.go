@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,11 @@ const (
 // (.toml, .yaml or .yml, .json; case is ignored), and returns the validated
 // Config: Default() with every key of the file laid over it. A key the file
 // does not set keeps its default, so an empty file yields Default().
+//
+// Besides Strata's keys, the top level takes the RocksDB names of the
+// settings Strata maps, in RocksDB's units (write_buffer_size in bytes,
+// compression_per_level as a list of codecs; see rocksdb_names.go and
+// docs/config.md).
 //
 // Every error names the file. Unknown keys, values of the wrong type and
 // invalid values are reported all at once as a *ValidationError whose
@@ -76,10 +82,13 @@ func (e *prefixedError) Unwrap() error { return e.err }
 //
 //	memtable_size_mb = "big": expected an integer
 //	memtable_sise_mb = 512: unknown key (did you mean memtable_size_mb?)
+//	write_buffer_size = 100000000: not a whole number of MiB (1048576 bytes), the unit of memtable_size_mb: the nearest are 99614720 and 100663296
 //	memtable_size_mb = 8192: must be from 1 to 4095
 //
-// Problems of keys and types are reported before, and instead of, the
-// problems Validate would find.
+// The problems of keys and types come first, in file order; a key with one
+// keeps its default while the rest of the file is laid over the base and
+// validated, so Validate's problems with the other keys follow in the same
+// error.
 func Parse(data []byte, format string) (*Config, error) {
 	return parse(data, format, Default())
 }
@@ -102,13 +111,19 @@ func parse(data []byte, format string, base *Config) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if problems := checkTree(tree); len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
-	}
+	c := checkTree(tree)
 	cfg := base.Clone()
-	assign(reflect.ValueOf(cfg).Elem(), tree, configSchema)
-	if err := cfg.Validate(); err != nil {
+	assign(reflect.ValueOf(cfg).Elem(), tree, configSchema, c.bad)
+	problems := append(c.problems, applyRocksDBNames(cfg, tree, c.rocksDB)...)
+	byFilePosition(problems, tree)
+	var verr *ValidationError
+	if err := cfg.Validate(); errors.As(err, &verr) {
+		problems = append(problems, verr.Problems...)
+	} else if err != nil {
 		return nil, err
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
 	}
 	return cfg, nil
 }

@@ -286,17 +286,24 @@ func TestParseBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.format+"/"+tt.in, func(t *testing.T) {
 			cfg, err := Parse([]byte(tt.in), tt.format)
-			if cfg != nil {
-				t.Errorf("Parse returned a config along with the error")
-			}
-			var got []string
-			for _, p := range problems(t, err) {
-				got = append(got, p.Error())
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("problems =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
+			wantProblems(t, cfg, err, tt.want)
 		})
+	}
+}
+
+// wantProblems checks that a Parse or Load returned no config and exactly
+// the problems want, in order.
+func wantProblems(t *testing.T, cfg *Config, err error, want []string) {
+	t.Helper()
+	if cfg != nil {
+		t.Errorf("a config came back along with the error")
+	}
+	var got []string
+	for _, p := range problems(t, err) {
+		got = append(got, p.Error())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
 
@@ -385,6 +392,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("db_paths:\n  - path: /a\n    target_size_bytes: 1\n  - *x\nsync: &x yes\n"), uint8(1))
 	f.Add([]byte(`{"high_pri_pool_ratio": 1e400, "db_paths": [[[[[[1]]]]]], "a": {"b": {"c": {}}}}`), uint8(2))
 	f.Add([]byte("zstd_level: 0x10\nblock_size: 1_024\nhigh_pri_pool_ratio: .nan\n"), uint8(1))
+	f.Add([]byte("write_buffer_size = \"64m\"\ncompression_per_level = [\"lz4\", \"kZSTD\"]\ncompression_opts = \"{level=4}\"\n"+
+		"filter_policy = \"bloomfilter:9\"\nblock_cache = 1048576\nmax_bytes_for_level_multiplier = 10.0\n"), uint8(0))
+	f.Add([]byte(`{"compression": "kZSTD", "bottommost_compression_opts": "{level=7;enabled=true}", "compression_bottommost": "none", "num_levels": 7}`), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
 		format := formats[int(which)%len(formats)]
 		c, err := Parse(data, format)

@@ -105,7 +105,8 @@ var numLevelsText = &textForm{
 		}
 		imp.numLevels = n
 		if n != numLevels {
-			imp.skip(f.rocksdb, value, fmt.Sprintf("Pebble always has %d levels; compression_per_level is read for %d", numLevels, n))
+			imp.lossy(f.rocksdb, value, fmt.Sprintf("Pebble always has %d levels; compression_per_level is read for %d", numLevels, n),
+				fmt.Sprintf("not applicable: Pebble always has %d levels", numLevels))
 		}
 		return nil
 	},
@@ -143,10 +144,12 @@ var filterPolicyText = &textForm{
 				imp.cfg.BloomBitsPerKey = int(bits)
 				return nil
 			}
-			imp.skip(f.rocksdb, value, "bits per key must be a whole number from "+f.limits.String()+": "+f.key+" keeps its default")
+			imp.lossy(f.rocksdb, value, "bits per key must be a whole number from "+f.limits.String()+": "+f.key+" keeps its default",
+				"bits per key must be a whole number from "+f.limits.String())
 			return nil
 		}
-		imp.skip(f.rocksdb, value, "only bloomfilter:<bits per key>[:false] is understood: "+f.key+" keeps its default")
+		imp.lossy(f.rocksdb, value, "only bloomfilter:<bits per key>[:false] is understood: "+f.key+" keeps its default",
+			"expected bloomfilter:<bits per key>[:false] or nullptr (no filter)")
 		return nil
 	},
 }
@@ -193,21 +196,30 @@ var perLevelText = &textForm{
 		return strings.Join(names, ":"), codecsOK(r)
 	},
 	parse: func(imp *importer, f *field, value, _ string) error {
-		imp.codecs.perLevel, imp.codecs.perLevelRaw = nil, value
-		if value == "" {
-			return nil
+		var names []string
+		if value != "" {
+			names = strings.Split(value, ":")
 		}
-		for _, name := range strings.Split(value, ":") {
-			codec, err := compression.ParseRocksDBName(name)
-			if err != nil {
-				imp.codecs.perLevel = nil
-				imp.skip(f.rocksdb, value, fmt.Sprintf("level codec %s has no Pebble equivalent: compression is used", strings.TrimSpace(name)))
-				return nil
-			}
-			imp.codecs.perLevel = append(imp.codecs.perLevel, codec)
-		}
+		imp.perLevel(f.rocksdb, names, value)
 		return nil
 	},
+}
+
+// perLevel takes compression_per_level over: the codec of each level, L0
+// first; raw is the value as written. An OPTIONS file gives it as one
+// colon-separated string, a config file as a list.
+func (imp *importer) perLevel(key string, names []string, raw string) {
+	imp.codecs.perLevel, imp.codecs.perLevelRaw = nil, raw
+	for _, name := range names {
+		codec, err := imp.parseCodec(name)
+		if err != nil {
+			imp.codecs.perLevel = nil
+			imp.lossy(key, raw, fmt.Sprintf("level codec %s has no Pebble equivalent: compression is used", strings.TrimSpace(name)),
+				fmt.Sprintf("level codec %q has no Pebble equivalent: allowed are %s", strings.TrimSpace(name), rocksDBCodecNames))
+			return
+		}
+		imp.codecs.perLevel = append(imp.codecs.perLevel, codec)
+	}
 }
 
 var compressionOptsText = &textForm{

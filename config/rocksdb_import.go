@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -48,9 +49,11 @@ func (u Unmapped) String() string {
 // OPTIONS-rocksdb" column of docs/config.md), in the four sections
 // RocksDBOptions writes, and the codec options compression,
 // bottommost_compression, compression_per_level and the level in
-// compression_opts and bottommost_compression_opts. Sizes in bytes become
-// MB; a size that is not a whole number of MB is rounded up and listed as
-// Unmapped. Values that agree with what Strata does anyway
+// compression_opts and bottommost_compression_opts, and block_cache as
+// RocksDB's option strings give it (a size; RocksDB does not write it in
+// its OPTIONS files). Sizes in bytes, with or without RocksDB's suffixes
+// k, m, g, t, become MB; a size that is not a whole number of MB is
+// rounded up and listed as Unmapped. Values that agree with what Strata does anyway
 // (create_if_missing=true, num_levels=7, target_file_size_multiplier=1,
 // index_type, ...) are accepted silently; everything else, including codecs
 // Pebble cannot store (kZlibCompression), other column families and unknown
@@ -87,12 +90,21 @@ func ImportRocksDBOptions(r io.Reader) (*Config, []Unmapped, error) {
 }
 
 // importer maps the pieces of one ImportRocksDBOptions call onto a Config:
-// it is the iniVisitor whose keys are the rows of fields.
+// it is the iniVisitor whose keys are the rows of fields. The RocksDB names
+// of a config file go through it too (rocksdb_names.go), in strict mode.
 type importer struct {
 	cfg      *Config
 	unmapped []Unmapped
-	section  string
-	skipped  bool // the current section is Unmapped as a whole
+	// strict is set for a config file's RocksDB names: what an import takes
+	// over approximately or not at all (and lists as Unmapped) is a problem
+	// of the file instead, since a config file says exactly what it means.
+	strict   bool
+	problems []*FieldError
+	// shown is, in strict mode, the file's value of each RocksDB name as a
+	// FieldError shows it.
+	shown   map[string]any
+	section string
+	skipped bool // the current section is Unmapped as a whole
 	// numLevels is num_levels, 0 if not given.
 	numLevels int
 	// codecs collects the codec options, combined by resolveCodecs once
@@ -101,11 +113,14 @@ type importer struct {
 		compression   *compression.Codec // nil: not given or unusable
 		bottommost    *compression.Codec // nil: not given, unusable or kDisableCompressionOption
 		bottommostBad bool               // given as a codec Pebble cannot store
-		perLevel      []compression.Codec
-		perLevelRaw   string
-		opts          codecOpts // compression_opts
-		bottomOpts    codecOpts // bottommost_compression_opts
-		spellings     map[string]*spelling
+		// bottomKept is set when a config file gives L6's codec by
+		// Strata's key: compression and compression_opts then leave it.
+		bottomKept  bool
+		perLevel    []compression.Codec
+		perLevelRaw string
+		opts        codecOpts // compression_opts
+		bottomOpts  codecOpts // bottommost_compression_opts
+		spellings   map[string]*spelling
 	}
 }
 
@@ -122,8 +137,30 @@ type spelling struct {
 	section, value string
 }
 
+// skip lists a setting Strata does not take over, for reason; in strict
+// mode it is a problem "not applicable: reason".
 func (imp *importer) skip(key, value, reason string) {
-	imp.unmapped = append(imp.unmapped, Unmapped{Section: imp.section, Key: key, Value: value, Reason: reason})
+	imp.lossy(key, value, reason, "not applicable: "+reason)
+}
+
+// lossy lists a setting taken over approximately or not at all: in an
+// import as Unmapped with reason (which says what Strata does instead), in
+// strict mode as a problem whose rule says what is allowed.
+func (imp *importer) lossy(key, value, reason, rule string) {
+	if !imp.strict {
+		imp.unmapped = append(imp.unmapped, Unmapped{Section: imp.section, Key: key, Value: value, Reason: reason})
+		return
+	}
+	for _, p := range imp.problems {
+		if p.Key == key && p.Rule == rule {
+			return // compression_opts's level is read for L0-L5 and for L6
+		}
+	}
+	shown, ok := imp.shown[key]
+	if !ok {
+		shown = value
+	}
+	imp.problems = append(imp.problems, &FieldError{Key: key, Value: shown, Rule: rule})
 }
 
 // visitSection starts a section. Only the four sections Strata writes are
@@ -203,15 +240,16 @@ func (imp *importer) fixedValue(f *field, value string) error {
 // scaled converts a size in RocksDB's unit (bytes) to the row's (MB),
 // rounding up; a value that is not a whole number of units is Unmapped too.
 func (imp *importer) scaled(f *field, name, value string) (int64, error) {
-	n, err := strconv.ParseUint(value, 10, 64)
+	n, err := parseSize(value)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%s: expected a size in bytes", name, clip(value))
+		return 0, fmt.Errorf("%s=%s: expected a size in bytes, with or without one of RocksDB's suffixes k, m, g, t (64m)", name, clip(value))
 	}
 	unit := uint64(f.scale)
 	mb := n / unit
 	if n%unit != 0 {
+		imp.lossy(name, value, fmt.Sprintf("not a whole number of MB: %s = %d (rounded up)", f.key, mb+1),
+			fmt.Sprintf("not a whole number of MiB (%d bytes), the unit of %s: the nearest are %d and %d", unit, f.key, mb*unit, (mb+1)*unit))
 		mb++
-		imp.skip(name, value, fmt.Sprintf("not a whole number of MB: %s = %d (rounded up)", f.key, mb))
 	}
 	return int64(mb), nil
 }
@@ -235,12 +273,29 @@ func (imp *importer) unknown(key, value string) {
 // rocksDBCodec parses a RocksDB codec name; a codec Pebble cannot store is
 // listed as Unmapped.
 func (imp *importer) rocksDBCodec(key, value string) (compression.Codec, bool) {
-	codec, err := compression.ParseRocksDBName(value)
+	codec, err := imp.parseCodec(value)
 	if err != nil {
-		imp.skip(key, value, "no Pebble equivalent: Strata's default codec stays (Pebble stores none, snappy, zstd and minlz; lz4 as minlz)")
+		imp.lossy(key, value, "no Pebble equivalent: Strata's default codec stays (Pebble stores none, snappy, zstd and minlz; lz4 as minlz)",
+			"no Pebble equivalent: allowed are "+rocksDBCodecNames)
 		return codec, false
 	}
 	return codec, true
+}
+
+// rocksDBCodecNames is what a config file's RocksDB codec option accepts.
+const rocksDBCodecNames = "kNoCompression, kSnappyCompression, kLZ4Compression, kZSTD, kMinLZCompression " +
+	"or Strata's none, snappy, lz4, zstd, zstd:<1-22>, minlz"
+
+// parseCodec parses a codec of a RocksDB option: a RocksDB name, and in
+// strict mode (a config file) Strata's names as well.
+func (imp *importer) parseCodec(name string) (compression.Codec, error) {
+	codec, err := compression.ParseRocksDBName(name)
+	if err != nil && imp.strict {
+		if c, err2 := compression.ParseCodec(name); err2 == nil && strings.TrimSpace(name) != "" {
+			return c, nil
+		}
+	}
+	return codec, err
 }
 
 // compressionOpts reads the level and the enabled flag of RocksDB's
@@ -258,7 +313,8 @@ func (imp *importer) compressionOpts(key, value string) codecOpts {
 			if k = strings.TrimSpace(k); ok && k != "" {
 				fields[k] = strings.TrimSpace(v)
 			} else if strings.TrimSpace(part) != "" {
-				imp.skip(key, value, "unreadable compression options: the codec's default level is kept")
+				imp.lossy(key, value, "unreadable compression options: the codec's default level is kept",
+					"unreadable compression options: expected {level=N;...}")
 				return opts
 			}
 		}
@@ -273,7 +329,7 @@ func (imp *importer) compressionOpts(key, value string) codecOpts {
 	if v, ok := fields["level"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			imp.skip(key, value, "unreadable level: the codec's default level is kept")
+			imp.lossy(key, value, "unreadable level: the codec's default level is kept", "the level must be an integer")
 		} else if n != kDefaultCompressionLevel {
 			opts.level = n
 		}
@@ -313,8 +369,10 @@ func (imp *importer) resolveCodecs() {
 			first := at(0)
 			levels = &first
 		} else if n > 1 {
-			imp.unmapped = append(imp.unmapped, Unmapped{Section: sectionCF, Key: "compression_per_level", Value: in.perLevelRaw,
-				Reason: "levels 0-5 use different codecs; Strata has one codec for them: compression is used"})
+			imp.section = sectionCF
+			imp.lossy("compression_per_level", in.perLevelRaw,
+				"levels 0-5 use different codecs; Strata has one codec for them: compression is used",
+				"levels 0-5 use different codecs: Strata has one codec for L0-L5 (compression_default) and one for L6 (compression_bottommost)")
 		}
 		last := at(n - 1)
 		bottom = &last
@@ -329,23 +387,27 @@ func (imp *importer) resolveCodecs() {
 	if levels != nil {
 		c.CompressionDefault = imp.codecName(*levels, in.opts, "compression_opts")
 	}
-	if bottom != nil {
+	if bottom != nil && !in.bottomKept {
 		c.CompressionBottommost = imp.codecName(*bottom, bottomOpts, bottomKey)
 	}
 	imp.applySpelling("compression_default", &c.CompressionDefault, levels != nil)
-	imp.applySpelling("compression_bottommost", &c.CompressionBottommost, bottom != nil)
+	imp.applySpelling("compression_bottommost", &c.CompressionBottommost, bottom != nil && !in.bottomKept)
 }
 
 // codecName returns the config spelling of a RocksDB codec at a zstd level
 // (0: the default): "zstd" when the level is zstd_level's, "zstd:N" otherwise.
 func (imp *importer) codecName(codec compression.Codec, opts codecOpts, key string) string {
 	level, raw := opts.level, opts.raw
+	if codec.Algorithm == compression.Zstd && !codec.DefaultLevel {
+		level = codec.Level // a config file's "zstd:6" keeps its level
+	}
 	if codec.Algorithm != compression.Zstd || level == 0 {
 		return codec.Algorithm.String()
 	}
 	if level < 1 || level > compression.MaxZstdLevel {
-		imp.unmapped = append(imp.unmapped, Unmapped{Section: sectionCF, Key: key, Value: raw,
-			Reason: fmt.Sprintf("zstd level %d is outside 1-%d: zstd_level is used", level, compression.MaxZstdLevel)})
+		imp.section = sectionCF
+		imp.lossy(key, raw, fmt.Sprintf("zstd level %d is outside 1-%d: zstd_level is used", level, compression.MaxZstdLevel),
+			fmt.Sprintf("zstd level %d is outside 1-%d", level, compression.MaxZstdLevel))
 		return "zstd"
 	}
 	if level == imp.cfg.ZstdLevel {
@@ -374,6 +436,24 @@ func (imp *importer) applySpelling(key string, dst *string, derived bool) {
 	}
 	imp.unmapped = append(imp.unmapped, Unmapped{Section: s.section, Key: strataPrefix + " " + key, Value: s.value,
 		Reason: fmt.Sprintf("disagrees with the RocksDB compression keys, which give %s", *dst)})
+}
+
+// parseSize reads a size in bytes as RocksDB's option strings write it: an
+// unsigned integer, optionally followed by one of k, m, g, t (upper case
+// too) for 2^10, 2^20, 2^30, 2^40 (RocksDB's ParseUint64), as in
+// write_buffer_size=64m.
+func parseSize(value string) (uint64, error) {
+	digits, shift := value, 0
+	if value != "" {
+		if i := strings.IndexByte("kmgt", value[len(value)-1]|0x20); i >= 0 {
+			digits, shift = value[:len(value)-1], 10*(i+1)
+		}
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > math.MaxUint64>>shift {
+		return 0, fmt.Errorf("size %q: expected an unsigned integer with an optional k, m, g or t", value)
+	}
+	return n << shift, nil
 }
 
 // parseBool reads a boolean as RocksDB writes it: true, false, 1 or 0.

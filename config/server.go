@@ -128,12 +128,23 @@ func defaultServer() ServerConfig {
 
 // ServeDefault returns the defaults of `strata serve`: Default() with
 // sync = true, since a server acknowledges writes to clients that cannot
-// tell a lost write from a failed one.
+// tell a lost write from a failed one, and target_file_size_base_mb =
+// ServeTargetFileSizeMB.
 func ServeDefault() *Config {
 	c := Default()
 	c.Sync = true
+	c.TargetFileSizeBaseMB = ServeTargetFileSizeMB
 	return c
 }
+
+// ServeTargetFileSizeMB is the server's table size. The revisioned store
+// appends at the end of its key space, so every flushed memtable overlaps
+// the last table of the level below, and the compaction that takes it
+// down rewrites that table: its size, not the flush's, sets the cost of
+// each flush. With RocksDB's 64 MB, a store of Kubernetes-sized objects
+// rewrote up to 64 MB for every 4 MB flushed and stalled writes for
+// seconds at a time; 4 MB keeps that rewrite as small as a flush.
+const ServeTargetFileSizeMB = 4
 
 // LoadServe is Load with ServeDefault() under the file: what
 // `strata serve --config FILE` runs with.

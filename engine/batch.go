@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -13,6 +14,8 @@ type Batch struct {
 	b  *pebble.Batch
 	// syncPending is set by CommitNoSyncWait until SyncWait.
 	syncPending bool
+	// commitStart is when CommitNoSyncWait began (DB.CommitLatency).
+	commitStart time.Time
 	// lo and hi bound the keys the batch writes (hi is a range deletion's
 	// exclusive end when that is largest), for the write guard.
 	lo, hi []byte
@@ -69,6 +72,7 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // sync = true it returns only once the batch is durable. The batch may not be
 // used afterwards except for Close.
 func (b *Batch) Commit() (err error) {
+	defer b.db.observeCommit(time.Now())
 	ticket, err := b.db.enterWrite(b.lo, b.hi)
 	if err != nil {
 		return err
@@ -85,6 +89,7 @@ func (b *Batch) Commit() (err error) {
 // sync in turn while holding the caller's locks. With sync = false it is
 // Commit and SyncWait returns at once.
 func (b *Batch) CommitNoSyncWait() (err error) {
+	start := time.Now()
 	ticket, err := b.db.enterWrite(b.lo, b.hi)
 	if err != nil {
 		return err
@@ -94,12 +99,13 @@ func (b *Batch) CommitNoSyncWait() (err error) {
 	// enough: the WAL sync does not change what a rewrite reads.
 	defer b.db.guard.leave(ticket)
 	if !b.db.wo.Sync {
+		defer b.db.observeCommit(start)
 		return b.b.Commit(b.db.wo)
 	}
 	if err := b.db.pdb.ApplyNoSyncWait(b.b, b.db.wo); err != nil {
 		return err
 	}
-	b.syncPending = true
+	b.syncPending, b.commitStart = true, start
 	return nil
 }
 
@@ -110,6 +116,7 @@ func (b *Batch) SyncWait() error {
 		return nil
 	}
 	b.syncPending = false
+	defer b.db.observeCommit(b.commitStart)
 	return b.b.SyncWait()
 }
 

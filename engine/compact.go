@@ -16,7 +16,9 @@ import (
 
 // ErrCodecsRemain is returned by Compact and CompactAll when, after their
 // passes, tables that existed when they began still carry another level's
-// codec. The compaction itself has run; the error says how many tables.
+// codec or other table options (block size, index block size, filter; see
+// levelMismatch). The compaction itself has run; the error says how many
+// tables and what differs in the first.
 var ErrCodecsRemain = errors.New("engine: tables still carry another level's codec")
 
 // maxRewritePasses bounds how often Compact re-checks codecs after a
@@ -52,9 +54,10 @@ const optimisticAttempts = 1
 const rewritePrefix = "strata-rewrite-"
 
 // CompactAll compacts the whole LSM down to its bottom and then rewrites
-// every table whose codec is not its level's, so after it the bottommost
-// level carries compression_bottommost, as RocksDB's manual CompactRange
-// with bottommost_level_compaction = kForce does. Last, with db_paths, it
+// every table not written with its level's options (codec, data and index
+// block size, filter; see levelMismatch), so after it the bottommost level
+// carries compression_bottommost and bottommost_block_size, as RocksDB's
+// manual CompactRange with bottommost_level_compaction = kForce does. Last, with db_paths, it
 // lets the tiering mover settle every table into its level's path.
 //
 // The range is the span of the tables themselves (after a flush), not of
@@ -165,8 +168,8 @@ func (db *DB) compact(ctx context.Context, start, end []byte) error {
 		for _, t := range tables {
 			if err := db.rewriteTable(ctx, t); err != nil {
 				db.rewrite.fail()
-				return fmt.Errorf("engine: rewrite L%d table %d [%q, %q) from %s to %s: %w",
-					t.level, t.num, t.start, t.end, t.codec, db.res.Codecs[t.level].PebbleProfile().Name, err)
+				return fmt.Errorf("engine: rewrite L%d table %d [%q, %q) (%s): %w",
+					t.level, t.num, t.start, t.end, t.why, err)
 			}
 			db.rewrite.table(t.size)
 		}
@@ -177,7 +180,7 @@ func (db *DB) compact(ctx context.Context, start, end []byte) error {
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("%w: %d table(s) after %d passes, the first L%d table %d (%s)",
-			ErrCodecsRemain, len(left), maxRewritePasses, left[0].level, left[0].num, left[0].codec)
+			ErrCodecsRemain, len(left), maxRewritePasses, left[0].level, left[0].num, left[0].why)
 	}
 	return nil
 }
@@ -265,17 +268,19 @@ func (db *DB) maxBackingNum() (uint64, error) {
 	return n, nil
 }
 
-// mismatchedTable is a table whose codec is not the one of its level.
+// mismatchedTable is a table not written with its level's options.
 type mismatchedTable struct {
 	level      int
 	num        uint64
 	start, end []byte // the table's span: [smallest, largest+"\x00")
 	size       uint64
-	codec      string
+	why        string // what differs (levelMismatch)
 }
 
-// mismatched lists the tables overlapping [start, end) whose codec differs
-// from their level's and whose backing file is not newer than cutoff.
+// mismatched lists the tables overlapping [start, end) that were not
+// written with their level's options (codec, block size, index block size,
+// filter: see levelMismatch) and whose backing file is not newer than
+// cutoff.
 func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, error) {
 	levels, err := db.pdb.SSTables(pebble.WithProperties())
 	if err != nil {
@@ -283,9 +288,13 @@ func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, e
 	}
 	var out []mismatchedTable
 	for level, tables := range levels {
-		want := db.res.Codecs[level].PebbleProfile().Name
+		codec := db.res.Codecs[level].PebbleProfile().Name
 		for _, t := range tables {
-			if t.Properties == nil || t.Properties.CompressionName == want || uint64(t.BackingSSTNum) > cutoff {
+			if t.Properties == nil || uint64(t.BackingSSTNum) > cutoff {
+				continue
+			}
+			why := levelMismatch(t.Properties, &db.popts.Levels[level], codec)
+			if why == "" {
 				continue
 			}
 			lo, hi := t.Smallest.UserKey, t.Largest.UserKey
@@ -298,7 +307,7 @@ func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, e
 				start: bytes.Clone(lo),
 				end:   append(bytes.Clone(hi), 0),
 				size:  t.Size,
-				codec: t.Properties.CompressionName,
+				why:   why,
 			})
 		}
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/directio"
 	"github.com/stratadb/strata/internal/fsutil"
@@ -118,8 +119,12 @@ type DB struct {
 	// testNoRewrites, set only by tests, makes every rewrite pass do
 	// nothing, so the tables that kept another level's codec remain.
 	testNoRewrites bool
+	// opened is when Open returned the DB: Metrics' counters start there.
+	opened time.Time
 	// openSnapshots counts snapshots not yet closed.
 	openSnapshots atomic.Int64
+	// commitLatency times batch commits (CommitLatency).
+	commitLatency prometheus.Histogram
 
 	stalls   stallCounter
 	rewrite  rewriteCounter
@@ -171,7 +176,8 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	popts := pebbleconf.Options(res)
 	defer popts.Cache.Unref()
 
-	db := &DB{cfg: cfg, res: res, fs: fs, logger: o.Logger, popts: popts, guard: newWriteGuard(), readOnly: o.ReadOnly}
+	db := &DB{cfg: cfg, res: res, fs: fs, logger: o.Logger, popts: popts, guard: newWriteGuard(), readOnly: o.ReadOnly, opened: time.Now(),
+		commitLatency: newLatencyHistogram()}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	popts.ReadOnly = o.ReadOnly
 	if testPebbleOptions != nil {
@@ -218,6 +224,9 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	pdb, err := openPebble(cfg.DBPath, popts)
 	if err != nil {
 		db.closeLayout()
+		if isLockConflict(err) && !errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("engine: open %q: %w: %w", cfg.DBPath, ErrLocked, err)
+		}
 		return nil, fmt.Errorf("engine: open %q: %w", cfg.DBPath, err)
 	}
 	db.pdb = pdb

@@ -13,6 +13,12 @@ import (
 // a database opened with Options.ReadOnly.
 var ErrReadOnly = errors.New("engine: opened read-only")
 
+// ErrLocked is returned by Open when another process has the database open
+// for writing (a writer's lock excludes every other open, a reader's
+// excludes writers): typically a server (`strata serve`) or a running
+// `strata load`. The lock is per database directory.
+var ErrLocked = errors.New("engine: database locked by another process, such as a running `strata serve` or `strata load` (stop it first, or go through the server: etcdctl)")
+
 // opGate makes Close safe against every other call: operations hold it
 // shared while they use Pebble, Close takes it exclusively after marking
 // the DB closed, so an operation either finishes before Pebble closes or

@@ -17,6 +17,11 @@ const NumLevels = config.NumLevels
 type Metrics struct {
 	// Levels holds one entry per level, L0 first.
 	Levels [NumLevels]LevelMetrics
+	// Since is when this DB was opened: the counters below (bytes in and
+	// written, write amplification, cache, filter, WAL, stalls, compactions,
+	// rewrites, moves) count from there, in this process only. Levels'
+	// tables, sizes, scores and codecs are the database's own state.
+	Since time.Time
 	// WriteAmp is bytes written to tables (flushes, compactions, ingestions)
 	// divided by bytes written to the memtables through the WAL path; 0
 	// before anything was flushed.
@@ -74,6 +79,11 @@ type LevelMetrics struct {
 	// (their rocksdb.compression property), so a table that kept another
 	// level's codec shows up.
 	TableCodecs map[string]int
+	// Mismatched counts the level's tables not written with the level's
+	// options (codec, block size, index block size, filter): tables Pebble
+	// moved down unchanged, or written under another config. CompactAll
+	// rewrites them.
+	Mismatched int
 	// BytesIn is the bytes entering the level (from the WAL for L0, from the
 	// level above otherwise); BytesWritten the bytes of tables written to it.
 	BytesIn, BytesWritten uint64
@@ -126,6 +136,11 @@ type WALMetrics struct {
 	// LiveFiles and LiveBytes describe the WAL files still needed.
 	LiveFiles int64
 	LiveBytes uint64
+	// RecycledFiles and RecycledBytes describe the WAL files no longer
+	// needed that Pebble keeps to reuse for the next WALs (counted in
+	// DiskUsageBytes, holding no data).
+	RecycledFiles int64
+	RecycledBytes uint64
 	// BytesIn is the logical bytes written to the WAL.
 	BytesIn uint64
 	// FS counts files, bytes and syncs at the file system.
@@ -176,7 +191,7 @@ func (db *DB) Metrics() (*Metrics, error) {
 // metrics is Metrics for a caller inside the op gate.
 func (db *DB) metrics() (*Metrics, error) {
 	pm := db.pdb.Metrics()
-	m := &Metrics{NotApplicable: db.res.Notes}
+	m := &Metrics{NotApplicable: db.res.Notes, Since: db.opened}
 	tables, err := db.pdb.SSTables(pebble.WithProperties())
 	if err != nil {
 		return nil, err
@@ -200,6 +215,9 @@ func (db *DB) metrics() (*Metrics, error) {
 				name = t.Properties.CompressionName
 			}
 			out.TableCodecs[name]++
+			if t.Properties != nil && levelMismatch(t.Properties, &db.popts.Levels[l], out.StoredCodec) != "" {
+				out.Mismatched++
+			}
 		}
 		m.TableBytesWritten += out.BytesWritten
 		m.Levels[l] = out
@@ -221,7 +239,8 @@ func (db *DB) metrics() (*Metrics, error) {
 		UsedBytes:             bc.Size, Blocks: bc.Count, Hits: bc.Hits, Misses: bc.Misses, HitRate: ratio(bc.Hits, bc.Misses),
 	}
 	m.Filter = FilterMetrics{Hits: pm.Filter.Hits, Misses: pm.Filter.Misses, Usefulness: ratio(pm.Filter.Hits, pm.Filter.Misses)}
-	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
+	m.WAL = WALMetrics{Enabled: db.cfg.EnableWAL, Dir: db.walDirDescription(), LiveFiles: pm.WAL.Files, LiveBytes: pm.WAL.Size,
+		RecycledFiles: pm.WAL.ObsoleteFiles, RecycledBytes: pm.WAL.ObsoletePhysicalSize, BytesIn: pm.WAL.BytesIn, FS: db.walFS.Stats(), Sync: db.cfg.Sync}
 	count, total, why := db.stalls.load()
 	m.Stalls = StallMetrics{Count: count, Total: total, LastReason: why}
 	m.BackgroundErrors = db.bgErrors.load()

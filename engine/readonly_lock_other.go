@@ -16,3 +16,7 @@ func sharedLock(name string) (io.Closer, error) {
 	}
 	return f, nil
 }
+
+// isLockConflict reports whether err is a lock held by another process;
+// without fcntl locks there is none to tell.
+func isLockConflict(error) bool { return false }

@@ -30,7 +30,16 @@ func sharedLock(name string) (io.Closer, error) {
 	spec := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart}
 	if err := unix.FcntlFlock(f.Fd(), unix.F_SETLK, &spec); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("engine: read-only open: lock %s: %w (is a writer using the database?)", name, err)
+		if isLockConflict(err) {
+			return nil, fmt.Errorf("engine: read-only open: lock %s: %w: %w", name, ErrLocked, err)
+		}
+		return nil, fmt.Errorf("engine: read-only open: lock %s: %w", name, err)
 	}
 	return f, nil
+}
+
+// isLockConflict reports whether err is a lock held by another process:
+// fcntl's F_SETLK fails with EAGAIN or EACCES then.
+func isLockConflict(err error) bool {
+	return errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES)
 }

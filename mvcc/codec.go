@@ -11,36 +11,50 @@ import (
 // The engine's key space, all owned by the Store:
 //
 //	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)  ->  record
-//	'm' name                                                ->  8-byte big-endian int64
-//	'l' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
-//	'a' aux key (the caller's, see AuxWrite)                ->  the caller's value
+//	'x' aux key (the caller's, see AuxWrite)                ->  the caller's value
+//	'y' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
+//	'z' name                                                ->  8-byte big-endian int64
 //
 // Revision keys sort by revision, so writes append at the end of the key
 // space and the LSM writes them sequentially; a scan of 'r' replays history.
+// Leases and metadata sort after every revision: every write's batch also
+// sets metadata (the current revision, the applied index), so a memtable
+// flushed to L0 spans the newest revisions and the metadata after them, and
+// overlaps only the last table of the level below. Were the metadata before
+// the revisions, every flushed table would span the whole history, and
+// every L0 compaction would rewrite all of it: with Kubernetes-sized values
+// that stalled writes for seconds at a time once the store held a few
+// hundred MB. Aux keys (written only with the rare changes of auth state)
+// sort after the revisions too.
 const (
 	revPrefix   = 'r'
-	metaPrefix  = 'm'
-	leasePrefix = 'l'
-	auxPrefix   = 'a'
+	auxPrefix   = 'x'
+	leasePrefix = 'y'
+	metaPrefix  = 'z'
 	revKeyLen   = 17
 	leaseKeyLen = 9
+
+	// oldLeasePrefix and oldMetaPrefix are where stores written before
+	// the layout above kept leases and metadata; Open moves them.
+	oldLeasePrefix = 'l'
+	oldMetaPrefix  = 'm'
 )
 
 // Metadata keys, written in the same batch as the data they describe.
 var (
 	// metaRev holds the current revision, written by every write txn, so a
 	// revision is never reused even when compaction deleted its keys.
-	metaRev = []byte("m/current_rev")
+	metaRev = []byte("z/current_rev")
 	// metaCompactScheduled holds the revision of the last compaction
 	// begun, written in the batch of its first deletions.
-	metaCompactScheduled = []byte("m/compact_scheduled_rev")
+	metaCompactScheduled = []byte("z/compact_scheduled_rev")
 	// metaCompactFinished holds the revision of the last compaction
 	// finished, written in the batch of its last deletions. Open finishes
 	// a compaction scheduled but not finished.
-	metaCompactFinished = []byte("m/compact_finished_rev")
+	metaCompactFinished = []byte("z/compact_finished_rev")
 	// metaApplied holds the log index of the last Entry applied, written
 	// in the batch of that entry's writes.
-	metaApplied = []byte("m/applied_index")
+	metaApplied = []byte("z/applied_index")
 )
 
 // leaseKey returns the engine key of lease id.

@@ -38,8 +38,10 @@
 //     range (Compare.End) with etcd's targets (value, version, create,
 //     mod, lease) and results. Each op sees the writes of the ops before it
 //     in the same Txn, as in etcd; OpResponse.Rev is each op's header
-//     revision. Nested txns (etcd's RequestOp_RequestTxn) are not
-//     supported.
+//     revision. A nested txn (etcd's RequestOp_RequestTxn) is an OpTxn
+//     (TxnOp): its compares, like the outer ones, see the state before
+//     the whole Txn; its ops run where they stand, at the same revision;
+//     OpResponse.Txn is its result.
 //   - Compact: Store.Compact(rev). The first compaction may be at 0, even
 //     on an empty store, as in etcd.
 //   - Watch: Store.Watch(ctx, key, end, fromRev, WithPrevKV()). fromRev may
@@ -118,5 +120,7 @@
 //   - After an engine write or WAL sync fails the store refuses writes
 //     until reopened: the failed write may or may not have reached storage
 //     (etcd panics).
-//   - Nested txns are not supported (see above).
+//   - Two Txns that would write one key twice in a revision, which etcd
+//     accepts, are ErrDuplicateKeyInTxn (see collectWrites and
+//     docs/mvcc.md).
 package mvcc

@@ -39,6 +39,11 @@ type RangeOptions struct {
 	KeysOnly bool
 	// CountOnly returns only Count.
 	CountOnly bool
+	// SkipCount stops the walk of the index once Limit keys are found, so
+	// Count is only those (etcd's range without its total count). A
+	// reader of a large range in chunks, each from where the last ended,
+	// would otherwise count the rest of the range for every chunk.
+	SkipCount bool
 }
 
 // RangeResult is what Range returns.
@@ -215,6 +220,10 @@ const (
 	OpDelete
 	// OpRange reads Key, End with Range's options.
 	OpRange
+	// OpTxn runs a nested Txn (etcd's RequestOp_RequestTxn): its compares
+	// are evaluated on the state before the whole Txn, its ops write at
+	// the Txn's revision and see the writes of the ops before them.
+	OpTxn
 )
 
 // Op is one operation of a Txn branch; build it with PutOp, DeleteOp or
@@ -235,6 +244,8 @@ type Op struct {
 	// the versions an OpDelete deletes (OpResponse.PrevKVs).
 	PrevKV  bool
 	Options RangeOptions
+	// Txn is the nested transaction of an OpTxn.
+	Txn *TxnRequest
 }
 
 // PutOp returns an Op that sets key to value.
@@ -249,11 +260,22 @@ func RangeOp(key, end []byte, opts RangeOptions) Op {
 	return Op{Type: OpRange, Key: key, End: end, Options: opts}
 }
 
+// TxnOp returns an Op that runs a nested transaction.
+func TxnOp(req TxnRequest) Op { return Op{Type: OpTxn, Txn: &req} }
+
 // TxnRequest is a transaction: if every Compare holds, the Success ops
 // run, else the Failure ops, all at one new revision.
 type TxnRequest struct {
 	Compare          []Compare
 	Success, Failure []Op
+}
+
+// branch returns the ops that run when the compares hold (ok) or not.
+func (req *TxnRequest) branch(ok bool) []Op {
+	if ok {
+		return req.Success
+	}
+	return req.Failure
 }
 
 // OpResponse is the result of one Op.
@@ -273,6 +295,9 @@ type OpResponse struct {
 	PrevKVs []KeyValue
 	// Range is the result of an OpRange.
 	Range RangeResult
+	// Txn is the result of an OpTxn. Its Rev is 0: etcd's response to a
+	// nested txn carries an empty header.
+	Txn *TxnResponse
 }
 
 // TxnResponse is the result of a Txn.

@@ -141,7 +141,11 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 		if err != nil {
 			return err
 		}
-		if k[0] != revPrefix && k[0] != metaPrefix && k[0] != leasePrefix && k[0] != auxPrefix {
+		switch k[0] {
+		case revPrefix, metaPrefix, leasePrefix, auxPrefix:
+		case oldMetaPrefix, oldLeasePrefix:
+			// A snapshot of a store in the layout before; Open upgrades it.
+		default:
 			return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
 		}
 		if err := b.Put(k, v); err != nil {

@@ -147,7 +147,11 @@ type Store struct {
 // crash interrupted. The Store uses the whole key space of db; close the
 // Store before db. Durability follows db's configuration: with sync = true
 // an acknowledged write survives a crash.
-func Open(db *engine.DB, opts Options) (*Store, error) {
+func Open(db *engine.DB, opts Options) (*Store, error) { return open(db, opts, false) }
+
+// open is Open; loading opens a store a Loader is finishing, which still
+// holds its marker (see ErrIncompleteLoad).
+func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mvcc: Open: db is nil")
 	}
@@ -157,6 +161,14 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	opts.ensureDefaults()
 	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}, leases: newLeaseSet()}
 	start := time.Now()
+	if err := upgradeLayout(db); err != nil {
+		return nil, err
+	}
+	if _, incomplete, err := s.readMeta(metaLoading); err != nil {
+		return nil, err
+	} else if incomplete && !loading {
+		return nil, fmt.Errorf("mvcc: Open: %w", ErrIncompleteLoad)
+	}
 	metaCur, _, err := s.readMeta(metaRev)
 	if err != nil {
 		return nil, err
@@ -180,8 +192,7 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// An empty store is at revision 1, as in etcd.
-	s.rev = max(metaCur, maxRev, scheduled, 1)
+	s.rev = currentRev(metaCur, maxRev, scheduled)
 	s.compactRev = -1
 	if hasScheduled || hasFinished {
 		s.compactRev = max(scheduled, finished)
@@ -201,6 +212,53 @@ func Open(db *engine.DB, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// currentRev is the current revision of a store whose metadata records
+// rev, whose last version is at maxRev and whose last compaction was
+// scheduled at compacted: the largest, and 1 for an empty store, as in
+// etcd.
+func currentRev(rev, maxRev, compacted int64) int64 { return max(rev, maxRev, compacted, 1) }
+
+// upgradeLayout moves the leases and metadata of a store written before
+// they sorted after the revisions (codec.go) to their keys now, in one
+// batch: a crash leaves the old layout or the new one, and the next Open
+// moves what is left.
+func upgradeLayout(db *engine.DB) error {
+	b := db.NewBatch()
+	defer b.Close()
+	moved := 0
+	for _, prefix := range []struct{ old, now byte }{{oldLeasePrefix, leasePrefix}, {oldMetaPrefix, metaPrefix}} {
+		it, err := db.NewIter(&engine.IterOptions{LowerBound: []byte{prefix.old}, UpperBound: []byte{prefix.old + 1}})
+		if err != nil {
+			return err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			k := append([]byte{prefix.now}, it.Key()[1:]...)
+			if err := b.Put(k, it.Value()); err == nil {
+				err = b.Delete(it.Key())
+			}
+			if err != nil {
+				it.Close()
+				return err
+			}
+			moved++
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
+		}
+	}
+	if moved == 0 {
+		return nil
+	}
+	if err := b.Commit(); errors.Is(err, engine.ErrReadOnly) {
+		return fmt.Errorf("mvcc: Open: the store keeps leases and metadata in the layout before (%d keys to move): open it once for writing (strata serve does) to upgrade it: %w", moved, err)
+	} else if err != nil {
+		return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
+	}
+	return nil
 }
 
 // readMeta reads a metadata value; found is false (and v 0) if absent.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
-	"slices"
 
 	"github.com/stratadb/strata/mvcc/keyindex"
 )
@@ -42,15 +41,22 @@ func (s *Store) DeleteRange(key, end []byte) (rev, deleted int64, err error) {
 // no revision. Each op sees the writes of the ops before it (a RangeOp
 // after a PutOp of the same key reads the new value).
 //
-// Everything is checked first, and on error nothing is written: keys,
-// ranges and values, a branch that writes a key twice
-// (ErrDuplicateKeyInTxn; two deletes may overlap, as in etcd), then for
-// the branch taken, in op order, a range's revision (ErrFutureRev,
-// ErrCompacted), a put's lease (ErrLeaseNotFound) and for IgnoreValue or
-// IgnoreLease its key (ErrKeyNotFound).
+// An OpTxn nests a Txn (etcd 3.3+). As in etcd, the compares of every
+// nested Txn are evaluated first, like the outer ones on the state before
+// the whole Txn (not on the writes of the ops before it), which decides
+// the branch of each; then the ops of the branches taken run in order,
+// nested ones where they stand, all at the one revision.
 //
-// A Txn with only RangeOps reads the current revision without waiting for
-// writers. The others return once their writes are durable.
+// Everything is checked first, and on error nothing is written: keys,
+// ranges and values; writes that collide (ErrDuplicateKeyInTxn, see
+// collectWrites); then for the branches taken, in op order, a range's
+// revision (ErrFutureRev, ErrCompacted), a put's lease (ErrLeaseNotFound)
+// and for IgnoreValue or IgnoreLease its key (ErrKeyNotFound), each
+// against the state before the Txn.
+//
+// A Txn with only RangeOps (nested or not) reads the current revision
+// without waiting for writers. The others return once their writes are
+// durable.
 func (s *Store) Txn(req TxnRequest) (TxnResponse, error) { return s.txn(0, req) }
 
 func (s *Store) txn(index uint64, req TxnRequest) (TxnResponse, error) {
@@ -71,43 +77,70 @@ func (s *Store) txnIn(b *Batch, index uint64, req TxnRequest) (TxnResponse, erro
 	}
 	// Only writers change the index and they hold writeMu, so the writer
 	// reads it without mu.
-	ok, err := s.compare(req.Compare, t.begin, t.fetch)
+	path, err := s.decide(&req, t.begin, t.fetch, nil)
 	if err != nil {
 		t.unlock()
 		return TxnResponse{}, err
 	}
-	ops := req.Success
-	if !ok {
-		ops = req.Failure
-	}
-	if err := t.check(ops); err != nil {
+	checked := path
+	if err := s.checkBranch(&req, t.begin, &checked); err != nil {
 		// A rejected request: nothing written but the log index.
 		if _, ferr := t.finish(TxnResponse{}); ferr != nil {
 			return TxnResponse{}, ferr
 		}
 		return TxnResponse{}, err
 	}
-	resp := TxnResponse{Succeeded: ok, Responses: make([]OpResponse, len(ops))}
-	for i, op := range ops {
-		r, err := t.exec(op)
-		if err != nil {
-			return TxnResponse{}, t.abort(err)
-		}
-		resp.Responses[i] = r
+	resp, err := t.execTxn(&req, &path)
+	if err != nil {
+		return TxnResponse{}, t.abort(err)
 	}
 	return t.finish(resp)
 }
 
-// readOnly reports whether no op of either branch writes.
+// readOnly reports whether no op of either branch writes, nested Txns
+// included.
 func (req *TxnRequest) readOnly() bool {
 	for _, ops := range [][]Op{req.Success, req.Failure} {
 		for _, op := range ops {
-			if op.Type != OpRange {
+			switch op.Type {
+			case OpRange:
+			case OpTxn:
+				if !op.Txn.readOnly() {
+					return false
+				}
+			default:
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// decide evaluates the compares of req, then those of each nested Txn of
+// the branch taken, at rev, and appends the outcomes to path in that
+// (depth-first) order: etcd's compareToPath. checkBranch and execTxn take
+// them back in the same order.
+func (s *Store) decide(req *TxnRequest, rev int64, fetch func(keyindex.Revision) (record, error), path []bool) ([]bool, error) {
+	ok, err := s.compare(req.Compare, rev, fetch)
+	if err != nil {
+		return nil, err
+	}
+	path = append(path, ok)
+	for _, op := range req.branch(ok) {
+		if op.Type == OpTxn {
+			if path, err = s.decide(op.Txn, rev, fetch, path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return path, nil
+}
+
+// takeBranch returns the next outcome of a path from decide.
+func takeBranch(path *[]bool) bool {
+	ok := (*path)[0]
+	*path = (*path)[1:]
+	return ok
 }
 
 // readTxn runs a Txn of RangeOps at the current revision, under mu.
@@ -118,21 +151,33 @@ func (s *Store) readTxn(req TxnRequest) (TxnResponse, error) {
 		return TxnResponse{}, ErrClosed
 	}
 	cur := s.rev
-	ok, err := s.compare(req.Compare, cur, s.fetch)
+	path, err := s.decide(&req, cur, s.fetch, nil)
 	if err != nil {
 		return TxnResponse{}, err
 	}
-	ops := req.Success
-	if !ok {
-		ops = req.Failure
+	checked := path
+	if err := s.checkBranch(&req, cur, &checked); err != nil {
+		return TxnResponse{}, err
 	}
+	resp, err := s.readBranch(&req, cur, &path)
+	resp.Rev = cur
+	return resp, err
+}
+
+// readBranch runs the branch of a read-only Txn that path says.
+func (s *Store) readBranch(req *TxnRequest, cur int64, path *[]bool) (TxnResponse, error) {
+	ok := takeBranch(path)
+	ops := req.branch(ok)
+	resp := TxnResponse{Succeeded: ok, Responses: make([]OpResponse, len(ops))}
 	for i, op := range ops {
-		if err := s.checkRangeRev(op.Options.Rev, cur); err != nil {
-			return TxnResponse{}, fmt.Errorf("op %d: %w", i, err)
+		if op.Type == OpTxn {
+			nested, err := s.readBranch(op.Txn, cur, path)
+			if err != nil {
+				return TxnResponse{}, err
+			}
+			resp.Responses[i] = OpResponse{Type: OpTxn, Txn: &nested}
+			continue
 		}
-	}
-	resp := TxnResponse{Succeeded: ok, Rev: cur, Responses: make([]OpResponse, len(ops))}
-	for i, op := range ops {
 		kr, _ := checkRange(op.Key, op.End) // checked in checkTxn
 		r, err := s.rangeAt(kr, op.Options, cur, nil, nil)
 		if err != nil {
@@ -157,13 +202,14 @@ func (s *Store) checkRangeRev(rev, cur int64) error {
 	return nil
 }
 
-// check runs the checks of the branch taken, before anything is written.
-func (t *writeTxn) check(ops []Op) error {
-	s := t.s
-	for i, op := range ops {
+// checkBranch runs the checks of the branches path says, nested ones
+// included, on the state at begin (before the Txn), before anything is
+// written: etcd's checkTxn. The caller holds writeMu or mu.
+func (s *Store) checkBranch(req *TxnRequest, begin int64, path *[]bool) error {
+	for i, op := range req.branch(takeBranch(path)) {
 		switch op.Type {
 		case OpRange:
-			if err := s.checkRangeRev(op.Options.Rev, t.begin); err != nil {
+			if err := s.checkRangeRev(op.Options.Rev, begin); err != nil {
 				return fmt.Errorf("op %d: %w", i, err)
 			}
 		case OpPut:
@@ -171,13 +217,42 @@ func (t *writeTxn) check(ops []Op) error {
 				return fmt.Errorf("op %d: %w: %d", i, ErrLeaseNotFound, op.Lease)
 			}
 			if op.IgnoreValue || op.IgnoreLease {
-				if _, live := s.ix.Get(op.Key, t.begin); !live {
+				if _, live := s.ix.Get(op.Key, begin); !live {
 					return fmt.Errorf("op %d: %w: %q (IgnoreValue or IgnoreLease needs it)", i, ErrKeyNotFound, op.Key)
 				}
+			}
+		case OpTxn:
+			if err := s.checkBranch(op.Txn, begin, path); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
 			}
 		}
 	}
 	return nil
+}
+
+// execTxn runs the checked branch of req that path says, nested Txns
+// where they stand. An error here is the engine's: the index may already
+// hold part of the txn.
+func (t *writeTxn) execTxn(req *TxnRequest, path *[]bool) (TxnResponse, error) {
+	ok := takeBranch(path)
+	ops := req.branch(ok)
+	resp := TxnResponse{Succeeded: ok, Responses: make([]OpResponse, len(ops))}
+	for i, op := range ops {
+		if op.Type == OpTxn {
+			nested, err := t.execTxn(op.Txn, path)
+			if err != nil {
+				return TxnResponse{}, err
+			}
+			resp.Responses[i] = OpResponse{Type: OpTxn, Txn: &nested}
+			continue
+		}
+		r, err := t.exec(op)
+		if err != nil {
+			return TxnResponse{}, err
+		}
+		resp.Responses[i] = r
+	}
+	return resp, nil
 }
 
 // exec runs one checked op. An error here is the engine's: the index may
@@ -351,8 +426,24 @@ func compareHolds(c Compare, kv KeyValue) bool {
 	return order > 0
 }
 
-// checkTxn validates a request before anything is read or written.
+// checkTxn validates a request before anything is read or written: its
+// own fields and those of its nested Txns, then the writes of each branch
+// (collectWrites).
 func checkTxn(req *TxnRequest) error {
+	if err := validateTxn(req); err != nil {
+		return err
+	}
+	if _, err := collectWrites(req.Success); err != nil {
+		return fmt.Errorf("success: %w", err)
+	}
+	if _, err := collectWrites(req.Failure); err != nil {
+		return fmt.Errorf("failure: %w", err)
+	}
+	return nil
+}
+
+// validateTxn checks the compares and ops of a Txn and of its nested ones.
+func validateTxn(req *TxnRequest) error {
 	for i, c := range req.Compare {
 		if _, err := checkRange(c.Key, c.End); err != nil {
 			return fmt.Errorf("compare %d: %w", i, err)
@@ -364,20 +455,17 @@ func checkTxn(req *TxnRequest) error {
 			return fmt.Errorf("%w: compare %d: result %d", ErrInvalidTxn, i, c.Result)
 		}
 	}
-	if err := checkOps(req.Success); err != nil {
+	if err := validateOps(req.Success); err != nil {
 		return fmt.Errorf("success: %w", err)
 	}
-	if err := checkOps(req.Failure); err != nil {
+	if err := validateOps(req.Failure); err != nil {
 		return fmt.Errorf("failure: %w", err)
 	}
 	return nil
 }
 
-// checkOps validates one branch, with etcd's duplicate rules: no key put
-// twice, no put of a key that a delete covers.
-func checkOps(ops []Op) error {
-	var puts [][]byte
-	var dels []keyRange
+// validateOps validates the ops of one branch.
+func validateOps(ops []Op) error {
 	for i, op := range ops {
 		switch op.Type {
 		case OpPut:
@@ -393,34 +481,111 @@ func checkOps(ops []Op) error {
 			if op.IgnoreLease && op.Lease != 0 {
 				return fmt.Errorf("op %d: %w: IgnoreLease with lease %d", i, ErrLeaseProvided, op.Lease)
 			}
-			puts = append(puts, op.Key)
 		case OpDelete, OpRange:
-			kr, err := checkRange(op.Key, op.End)
-			if err != nil {
+			if _, err := checkRange(op.Key, op.End); err != nil {
 				return fmt.Errorf("op %d: %w", i, err)
 			}
-			if op.Type == OpDelete {
-				dels = append(dels, kr)
+		case OpTxn:
+			if op.Txn == nil {
+				return fmt.Errorf("%w: op %d: nested txn without a request", ErrInvalidTxn, i)
+			}
+			if err := validateTxn(op.Txn); err != nil {
+				return fmt.Errorf("op %d: %w", i, err)
 			}
 		default:
 			return fmt.Errorf("%w: op %d: type %d", ErrInvalidTxn, i, op.Type)
 		}
 	}
-	if len(puts) > 1 {
-		sorted := slices.Clone(puts)
-		slices.SortFunc(sorted, bytes.Compare)
-		for i := 1; i < len(sorted); i++ {
-			if bytes.Equal(sorted[i-1], sorted[i]) {
-				return fmt.Errorf("%w: %q put twice", ErrDuplicateKeyInTxn, sorted[i])
-			}
-		}
-	}
-	for _, p := range puts {
-		for _, d := range dels {
-			if d.contains(p) {
-				return fmt.Errorf("%w: %q is put and deleted", ErrDuplicateKeyInTxn, p)
-			}
-		}
-	}
 	return nil
+}
+
+// branchWrites are the keys the ops of a branch may put and the ranges
+// they may delete, nested Txns included (both of their branches).
+type branchWrites struct {
+	puts map[string]struct{}
+	dels []keyRange
+}
+
+// deletes reports whether a delete of w covers key.
+func (w *branchWrites) deletes(key string) bool {
+	for _, d := range w.dels {
+		if d.contains([]byte(key)) {
+			return true
+		}
+	}
+	return false
+}
+
+// collectWrites returns the writes of a validated branch, or
+// ErrDuplicateKeyInTxn if two of them could write the same key: etcd's
+// checkIntervals (its gRPC layer's check, before anything is applied).
+// Of two ops that may both run, no key may be put twice, nor put and
+// deleted; the branches of one nested Txn exclude each other, so each may
+// put the same key. Two deletes may overlap.
+//
+// etcd's rule lets through two cases that write one key twice in a
+// revision, which Strata refuses too (its key index holds one write per
+// key and revision): a put of a key that a delete with range end "\x00"
+// (every key from its key on) covers, which etcd's interval check misses,
+// and a nested Txn deleting a key that an earlier nested Txn of the same
+// branch puts (etcd checks a nested Txn's puts against the deletes of the
+// ones before it, not its deletes against their puts).
+func collectWrites(ops []Op) (branchWrites, error) {
+	w := branchWrites{puts: map[string]struct{}{}}
+	for _, op := range ops {
+		if op.Type == OpDelete {
+			kr, _ := checkRange(op.Key, op.End) // validated
+			w.dels = append(w.dels, kr)
+		}
+	}
+	for i, op := range ops {
+		if op.Type != OpTxn {
+			continue
+		}
+		then, err := collectWrites(op.Txn.Success)
+		if err != nil {
+			return w, fmt.Errorf("op %d: success: %w", i, err)
+		}
+		els, err := collectWrites(op.Txn.Failure)
+		if err != nil {
+			return w, fmt.Errorf("op %d: failure: %w", i, err)
+		}
+		for k := range w.puts {
+			if then.deletes(k) || els.deletes(k) {
+				return w, fmt.Errorf("%w: op %d: %q is put and deleted", ErrDuplicateKeyInTxn, i, k)
+			}
+		}
+		// Both branches against the writes before this op (they exclude
+		// each other, not those).
+		for _, puts := range []map[string]struct{}{then.puts, els.puts} {
+			for k := range puts {
+				if _, dup := w.puts[k]; dup {
+					return w, fmt.Errorf("%w: op %d: %q put twice", ErrDuplicateKeyInTxn, i, k)
+				}
+				if w.deletes(k) {
+					return w, fmt.Errorf("%w: op %d: %q is put and deleted", ErrDuplicateKeyInTxn, i, k)
+				}
+			}
+		}
+		for _, puts := range []map[string]struct{}{then.puts, els.puts} {
+			for k := range puts {
+				w.puts[k] = struct{}{}
+			}
+		}
+		w.dels = append(append(w.dels, then.dels...), els.dels...)
+	}
+	for i, op := range ops {
+		if op.Type != OpPut {
+			continue
+		}
+		k := string(op.Key)
+		if _, dup := w.puts[k]; dup {
+			return w, fmt.Errorf("%w: op %d: %q put twice", ErrDuplicateKeyInTxn, i, k)
+		}
+		if w.deletes(k) {
+			return w, fmt.Errorf("%w: op %d: %q is put and deleted", ErrDuplicateKeyInTxn, i, k)
+		}
+		w.puts[k] = struct{}{}
+	}
+	return w, nil
 }

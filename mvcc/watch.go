@@ -42,7 +42,10 @@ type Watcher struct {
 	// reads from storage, starting at next.
 	synced bool
 	// next is the first revision not yet in pending or delivered.
-	next    int64
+	next int64
+	// start is the revision the watch was asked to start from, 0 for
+	// "now": progress waits for the store to reach it.
+	start   int64
 	pending []wevent
 	// inflight is set while run hands a batch taken from pending to C.
 	inflight bool
@@ -101,6 +104,7 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 		// etcd's store takes it as a revision below any compaction.
 		return nil, fmt.Errorf("%w: watch from %d", ErrCompacted, fromRev)
 	}
+	w.start = fromRev
 	if fromRev == 0 {
 		fromRev = s.notified + 1
 	}
@@ -127,10 +131,15 @@ func (w *Watcher) Close() { w.cancel() }
 // none of the latest revisions touched the range. Call it from the
 // goroutine that reads C, between two reads, so that no batch is held
 // outside the watcher.
+//
+// A watcher started at a revision the store has not reached has nothing
+// to report until the store reaches it (ok false), as in etcd: its next-1
+// would claim revisions the store does not have, and below the events a
+// client resuming there already received (a member restarted behind it).
 func (w *Watcher) Progress() (rev int64, ok bool) {
 	w.s.watchMu.Lock()
 	defer w.s.watchMu.Unlock()
-	if !w.synced || w.stopped || len(w.pending) > 0 || w.inflight {
+	if !w.synced || w.stopped || len(w.pending) > 0 || w.inflight || w.s.notified < w.start {
 		return 0, false
 	}
 	return w.next - 1, true

@@ -353,3 +353,27 @@ func TestWatchProgress(t *testing.T) {
 	}
 	collect(t, past, 1)
 }
+
+// TestWatchProgressFutureStart: a watcher from a revision the store has
+// not reached reports no progress until the store reaches it (etcd's
+// progressIfSync: rev < startRev sends nothing).
+func TestWatchProgressFutureStart(t *testing.T) {
+	s, _ := newMemStore(t, Options{})
+	start := s.Rev() + 3
+	w, err := s.Watch(context.Background(), []byte("a"), nil, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for s.Rev() < start {
+		if rev, ok := w.Progress(); ok {
+			t.Fatalf("store at %d, watch from %d: Progress = %d, true", s.Rev(), start, rev)
+		}
+		if _, err := s.Put([]byte("b"), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rev, ok := w.Progress(); !ok || rev != start {
+		t.Fatalf("store at the watch's start %d: Progress = %d, %v; want %d, true", start, rev, ok, start)
+	}
+}

@@ -258,23 +258,12 @@ func (a *applier) txn(index uint64, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 }
 
 func (a *applier) txnOn(w entryWriter, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	if err := checkTxnSize(r); err != nil {
+	if err := checkTxnSize(r, maxTxnOps); err != nil {
 		return nil, err
 	}
-	req := mvcc.TxnRequest{Compare: make([]mvcc.Compare, len(r.Compare))}
-	for i, c := range r.Compare {
-		mc, err := toCompare(c)
-		if err != nil {
-			return nil, fmt.Errorf("compare %d: %w", i, err)
-		}
-		req.Compare[i] = mc
-	}
-	var err error
-	if req.Success, err = toOps(r.Success); err != nil {
-		return nil, fmt.Errorf("success: %w", err)
-	}
-	if req.Failure, err = toOps(r.Failure); err != nil {
-		return nil, fmt.Errorf("failure: %w", err)
+	req, err := toTxnRequest(r)
+	if err != nil {
+		return nil, err
 	}
 	// A read-only txn with index 0 (served outside the log) is a read in
 	// mvcc: it takes no write lock.
@@ -282,27 +271,7 @@ func (a *applier) txnOn(w entryWriter, r *pb.TxnRequest) (*pb.TxnResponse, error
 	if err != nil {
 		return nil, err
 	}
-	ops := r.Success
-	if !res.Succeeded {
-		ops = r.Failure
-	}
-	resp := &pb.TxnResponse{Header: header(res.Rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(ops))}
-	for i, op := range ops {
-		or := res.Responses[i]
-		switch v := op.Request.(type) {
-		case *pb.RequestOp_RequestRange:
-			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(v.RequestRange, or.Range)}}
-		case *pb.RequestOp_RequestPut:
-			pr := &pb.PutResponse{Header: header(or.Rev)}
-			if or.PrevKV != nil {
-				pr.PrevKv = toPBKV(or.PrevKV)
-			}
-			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}}
-		case *pb.RequestOp_RequestDeleteRange:
-			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: deleteResponse(or, or.Rev)}}
-		}
-	}
-	return resp, nil
+	return toTxnResponse(r, res), nil
 }
 
 func (a *applier) compact(index uint64, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
@@ -312,10 +281,23 @@ func (a *applier) compact(index uint64, r *pb.CompactionRequest) (*pb.Compaction
 	return &pb.CompactionResponse{Header: header(a.store.Rev())}, nil
 }
 
-// checkTxnSize enforces maxTxnOps, as etcd does before proposing.
-func checkTxnSize(r *pb.TxnRequest) error {
-	if len(r.Compare) > maxTxnOps || len(r.Success) > maxTxnOps || len(r.Failure) > maxTxnOps {
+// checkTxnSize enforces maxTxnOps as etcd does before proposing: the
+// compares and the ops of each branch count against limit, and a nested
+// txn against what its parent left (limit less the parent's largest
+// count), so a tree of txns cannot exceed the limit by nesting.
+func checkTxnSize(r *pb.TxnRequest, limit int) error {
+	opc := max(len(r.Compare), len(r.Success), len(r.Failure))
+	if opc > limit {
 		return errTooManyOps
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			if t := op.GetRequestTxn(); t != nil {
+				if err := checkTxnSize(t, limit-opc); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -344,64 +326,6 @@ func deleteResponse(or mvcc.OpResponse, rev int64) *pb.DeleteRangeResponse {
 		resp.PrevKvs = append(resp.PrevKvs, toPBKV(&or.PrevKVs[i]))
 	}
 	return resp
-}
-
-func toOps(ops []*pb.RequestOp) ([]mvcc.Op, error) {
-	out := make([]mvcc.Op, len(ops))
-	for i, op := range ops {
-		switch v := op.Request.(type) {
-		case *pb.RequestOp_RequestRange:
-			key, end, opts, err := rangeOptions(v.RequestRange)
-			if err != nil {
-				return nil, fmt.Errorf("op %d: %w", i, err)
-			}
-			out[i] = mvcc.RangeOp(key, end, opts)
-		case *pb.RequestOp_RequestPut:
-			o, err := putOp(v.RequestPut)
-			if err != nil {
-				return nil, fmt.Errorf("op %d: %w", i, err)
-			}
-			out[i] = o
-		case *pb.RequestOp_RequestDeleteRange:
-			out[i] = deleteOp(v.RequestDeleteRange)
-		case *pb.RequestOp_RequestTxn:
-			return nil, unsupported("op %d: nested txn", i)
-		default:
-			return nil, invalid("op %d: no request", i)
-		}
-	}
-	return out, nil
-}
-
-func toCompare(c *pb.Compare) (mvcc.Compare, error) {
-	mc := mvcc.Compare{Key: c.Key, End: c.RangeEnd}
-	switch c.Result {
-	case pb.Compare_EQUAL:
-		mc.Result = mvcc.Equal
-	case pb.Compare_NOT_EQUAL:
-		mc.Result = mvcc.NotEqual
-	case pb.Compare_LESS:
-		mc.Result = mvcc.Less
-	case pb.Compare_GREATER:
-		mc.Result = mvcc.Greater
-	default:
-		return mc, invalid("compare result %d", c.Result)
-	}
-	switch c.Target {
-	case pb.Compare_VALUE:
-		mc.Target, mc.Value = mvcc.CompareValue, c.GetValue()
-	case pb.Compare_VERSION:
-		mc.Target, mc.Rev = mvcc.CompareVersion, c.GetVersion()
-	case pb.Compare_CREATE:
-		mc.Target, mc.Rev = mvcc.CompareCreateRevision, c.GetCreateRevision()
-	case pb.Compare_MOD:
-		mc.Target, mc.Rev = mvcc.CompareModRevision, c.GetModRevision()
-	case pb.Compare_LEASE:
-		mc.Target, mc.Rev = mvcc.CompareLease, c.GetLease()
-	default:
-		return mc, invalid("compare target %d", c.Target)
-	}
-	return mc, nil
 }
 
 // AppliedIndex is the store's applied log index.

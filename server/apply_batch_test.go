@@ -79,6 +79,23 @@ func applyCommands(t *testing.T) [][]byte {
 		{LeaseRevoke: &pb.LeaseRevokeRequest{ID: 7}},
 		put("e", big('e'), false),
 		put("e", []byte("small"), true),
+		{Txn: &pb.TxnRequest{Success: []*pb.RequestOp{ // nested: decided on the staged "small"
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("f"), Value: []byte("1")}}},
+			{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{
+				Compare: []*pb.Compare{{Key: []byte("e"), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: []byte("small")}}},
+				Success: []*pb.RequestOp{
+					{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("e"), RangeEnd: []byte("g")}}},
+					{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("g"), Value: big('g'), PrevKv: true}}},
+				},
+				Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("h")}}}},
+			}}},
+		}}},
+		{Txn: &pb.TxnRequest{Success: []*pb.RequestOp{ // nested duplicate key: rejected
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("x")}}},
+			{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{Success: []*pb.RequestOp{
+				{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("x")}}},
+			}}}},
+		}}},
 	}
 	var cmds [][]byte
 	for i, r := range reqs {
@@ -143,8 +160,13 @@ func TestApplyBatchSameAsApply(t *testing.T) {
 			rejected++
 		}
 	}
-	if rejected != 5 { // duplicate key, bad bytes, compacted, unknown lease, unknown command
-		t.Fatalf("%d commands rejected, want 5", rejected)
+	if rejected != 6 { // 2 duplicate keys, bad bytes, compacted, unknown lease, unknown command
+		t.Fatalf("%d commands rejected, want 6", rejected)
+	}
+	nested := want[len(want)-2].(*applyResult).resp.(*pb.TxnResponse)
+	inner := nested.Responses[1].GetResponseTxn()
+	if !inner.Succeeded || len(inner.Responses[0].GetResponseRange().Kvs) != 2 || inner.Responses[1].GetResponsePut().Header.Revision != nested.Header.Revision {
+		t.Fatalf("nested txn: %v; want its success branch, reading e and f, at the txn's revision", nested)
 	}
 
 	// Only puts, deletes and txns: one run, one commit.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,69 +15,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 )
-
-// lowPort returns a free loopback port below 32768 (outside the range
-// the kernel hands out for outgoing connections, so a port etcd is told
-// to take stays free until it does).
-func lowPort(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		p := 20000 + rand.IntN(12000)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			ln.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port below 32768")
-	return 0
-}
-
-// startEtcd34 starts Debian's etcd 3.4 (the etcd-server package) on
-// loopback ports with a temporary data directory, and returns its client
-// address; it is killed at the end of the test.
-func startEtcd34(t *testing.T, args ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skip("etcd not installed (apt-get install etcd-server): the comparison needs etcd 3.4")
-	}
-	client, peer := lowPort(t), lowPort(t)
-	cu, pu := fmt.Sprintf("http://127.0.0.1:%d", client), fmt.Sprintf("http://127.0.0.1:%d", peer)
-	cmd := exec.Command(bin, append([]string{"--name", "s1", "--data-dir", t.TempDir(),
-		"--listen-client-urls", cu, "--advertise-client-urls", cu,
-		"--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
-		"--initial-cluster", "s1=" + pu, "--log-level", "error"}, args...)...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(cu + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return fmt.Sprintf("127.0.0.1:%d", client)
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("etcd exited:\n%s", out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd not healthy after 30 s:\n%s", out.String())
-		}
-	}
-}
 
 // authSession is an etcdctl session: users, roles, grants, auth enable,
 // then reads, writes, a txn and a watch by a user with too few

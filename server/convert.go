@@ -118,3 +118,118 @@ func sortCompare(t pb.RangeRequest_SortTarget) func(a, b mvcc.KeyValue) int {
 	}
 	return func(a, b mvcc.KeyValue) int { return bytes.Compare(a.Key, b.Key) }
 }
+
+// toTxnRequest converts etcd's TxnRequest into the store's, nested txns
+// included.
+func toTxnRequest(r *pb.TxnRequest) (mvcc.TxnRequest, error) {
+	req := mvcc.TxnRequest{Compare: make([]mvcc.Compare, len(r.Compare))}
+	for i, c := range r.Compare {
+		mc, err := toCompare(c)
+		if err != nil {
+			return req, fmt.Errorf("compare %d: %w", i, err)
+		}
+		req.Compare[i] = mc
+	}
+	var err error
+	if req.Success, err = toOps(r.Success); err != nil {
+		return req, fmt.Errorf("success: %w", err)
+	}
+	if req.Failure, err = toOps(r.Failure); err != nil {
+		return req, fmt.Errorf("failure: %w", err)
+	}
+	return req, nil
+}
+
+func toOps(ops []*pb.RequestOp) ([]mvcc.Op, error) {
+	out := make([]mvcc.Op, len(ops))
+	for i, op := range ops {
+		switch v := op.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			key, end, opts, err := rangeOptions(v.RequestRange)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out[i] = mvcc.RangeOp(key, end, opts)
+		case *pb.RequestOp_RequestPut:
+			o, err := putOp(v.RequestPut)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out[i] = o
+		case *pb.RequestOp_RequestDeleteRange:
+			out[i] = deleteOp(v.RequestDeleteRange)
+		case *pb.RequestOp_RequestTxn:
+			if v.RequestTxn == nil {
+				return nil, invalid("op %d: nested txn without a request", i)
+			}
+			nested, err := toTxnRequest(v.RequestTxn)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out[i] = mvcc.TxnOp(nested)
+		default:
+			// etcd's answer to an empty op (checkRequestOp).
+			return nil, fmt.Errorf("%w: op %d: no request", mvcc.ErrKeyNotFound, i)
+		}
+	}
+	return out, nil
+}
+
+// toTxnResponse builds etcd's response to r from the store's result. A
+// nested txn's response has an empty header (Rev 0), as etcd's.
+func toTxnResponse(r *pb.TxnRequest, res mvcc.TxnResponse) *pb.TxnResponse {
+	ops := r.Success
+	if !res.Succeeded {
+		ops = r.Failure
+	}
+	resp := &pb.TxnResponse{Header: header(res.Rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(ops))}
+	for i, op := range ops {
+		or := res.Responses[i]
+		switch v := op.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(v.RequestRange, or.Range)}}
+		case *pb.RequestOp_RequestPut:
+			pr := &pb.PutResponse{Header: header(or.Rev)}
+			if or.PrevKV != nil {
+				pr.PrevKv = toPBKV(or.PrevKV)
+			}
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}}
+		case *pb.RequestOp_RequestDeleteRange:
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: deleteResponse(or, or.Rev)}}
+		case *pb.RequestOp_RequestTxn:
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: toTxnResponse(v.RequestTxn, *or.Txn)}}
+		}
+	}
+	return resp
+}
+
+func toCompare(c *pb.Compare) (mvcc.Compare, error) {
+	mc := mvcc.Compare{Key: c.Key, End: c.RangeEnd}
+	switch c.Result {
+	case pb.Compare_EQUAL:
+		mc.Result = mvcc.Equal
+	case pb.Compare_NOT_EQUAL:
+		mc.Result = mvcc.NotEqual
+	case pb.Compare_LESS:
+		mc.Result = mvcc.Less
+	case pb.Compare_GREATER:
+		mc.Result = mvcc.Greater
+	default:
+		return mc, invalid("compare result %d", c.Result)
+	}
+	switch c.Target {
+	case pb.Compare_VALUE:
+		mc.Target, mc.Value = mvcc.CompareValue, c.GetValue()
+	case pb.Compare_VERSION:
+		mc.Target, mc.Rev = mvcc.CompareVersion, c.GetVersion()
+	case pb.Compare_CREATE:
+		mc.Target, mc.Rev = mvcc.CompareCreateRevision, c.GetCreateRevision()
+	case pb.Compare_MOD:
+		mc.Target, mc.Rev = mvcc.CompareModRevision, c.GetModRevision()
+	case pb.Compare_LEASE:
+		mc.Target, mc.Rev = mvcc.CompareLease, c.GetLease()
+	default:
+		return mc, invalid("compare target %d", c.Target)
+	}
+	return mc, nil
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	gw "go.etcd.io/etcd/api/v3/etcdserverpb/gw"
@@ -18,6 +19,22 @@ import (
 // over HTTP/1.1 (POST /v3/kv/put, /v3/kv/range, /v3/watch, ...), with
 // bytes fields in base64, for clients without gRPC (curl, browsers).
 const gatewayPrefix = "/v3/"
+
+// gatewayBetaPrefix is where etcd 3.4 also serves the gateway (its
+// earlier path, dropped in etcd 3.5); tools written for 3.4 still call it.
+const gatewayBetaPrefix = "/v3beta/"
+
+// betaToV3 serves /v3beta/... as /v3/..., as etcd 3.4 does.
+func betaToV3(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = gatewayPrefix + strings.TrimPrefix(r.URL.Path, gatewayBetaPrefix)
+		if r.URL.RawPath != "" {
+			r2.URL.RawPath = gatewayPrefix + strings.TrimPrefix(r.URL.RawPath, gatewayBetaPrefix)
+		}
+		h.ServeHTTP(w, r2)
+	})
+}
 
 // gatewayBufferBytes is the in-memory pipe between the gateway and the
 // gRPC server, per direction.

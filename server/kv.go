@@ -40,6 +40,12 @@ func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 			return nil, err
 		}
 	}
+	return s.readRange(r, key, end, opts)
+}
+
+// readRange reads a Range from the local store, with r's options
+// converted by rangeOptions.
+func (s *Server) readRange(r *pb.RangeRequest, key, end []byte, opts mvcc.RangeOptions) (*pb.RangeResponse, error) {
 	res, err := s.store.Range(key, end, opts)
 	if errors.Is(err, mvcc.ErrInvalidRange) {
 		// etcd answers a range whose end sorts before its key with no keys.
@@ -75,17 +81,11 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 }
 
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	if err := checkTxnSize(r); err != nil {
+	if err := checkTxnSize(r, maxTxnOps); err != nil {
 		return nil, toGRPC(err)
 	}
-	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
-		for _, op := range ops {
-			if p := op.GetRequestPut(); p != nil {
-				if err := k.s.checkValue(p.Value); err != nil {
-					return nil, toGRPC(err)
-				}
-			}
-		}
+	if err := eachPut(r, func(p *pb.PutRequest) error { return k.s.checkValue(p.Value) }); err != nil {
+		return nil, toGRPC(err)
 	}
 	var out *pb.TxnResponse
 	if readOnly(r) {
@@ -110,9 +110,29 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	return out, nil
 }
 
+// eachPut calls fn for every put of a txn, nested txns included, and
+// returns its first error.
+func eachPut(r *pb.TxnRequest, fn func(*pb.PutRequest) error) error {
+	for _, ops := range [][]*pb.RequestOp{r.GetSuccess(), r.GetFailure()} {
+		for _, op := range ops {
+			var err error
+			switch v := op.Request.(type) {
+			case *pb.RequestOp_RequestPut:
+				err = fn(v.RequestPut)
+			case *pb.RequestOp_RequestTxn:
+				err = eachPut(v.RequestTxn, fn)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // readOnly reports whether neither branch of a txn writes.
 func readOnly(r *pb.TxnRequest) bool {
-	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+	for _, ops := range [][]*pb.RequestOp{r.GetSuccess(), r.GetFailure()} {
 		for _, op := range ops {
 			switch v := op.Request.(type) {
 			case *pb.RequestOp_RequestRange:

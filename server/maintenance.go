@@ -45,14 +45,16 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 	}, nil
 }
 
-// dbSizes returns the database's size on disk (tables, WAL files, the
-// recycled ones included, and metadata; etcd's dbSize, its file's size)
-// and in use (the live tables and WAL; etcd's dbSizeInUse), at least 1
-// each, as etcd's are.
+// dbSizes returns the database's size on disk (tables, live WAL files
+// and metadata; etcd's dbSize, its file's size) and in use (the live
+// tables and WAL; etcd's dbSizeInUse), at least 1 each, as etcd's are.
+// The WAL files Pebble keeps for reuse are left out of the size: they
+// hold no data, and counting them made a new, nearly empty database
+// report as much as its memtables hold (several MB per recycled file).
 func (s *Server) dbSizes() (size, inUse int64) {
 	size, inUse = 1, 1
-	if em, err := s.db.Metrics(); err == nil && em.DiskUsageBytes > 0 {
-		size, inUse = int64(em.DiskUsageBytes), int64(em.WAL.LiveBytes)
+	if em, err := s.db.Metrics(); err == nil && em.DiskUsageBytes > em.WAL.RecycledBytes {
+		size, inUse = int64(em.DiskUsageBytes-em.WAL.RecycledBytes), int64(em.WAL.LiveBytes)
 		for _, l := range em.Levels {
 			inUse += l.Bytes
 		}
@@ -139,7 +141,12 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 	}
 	mv, ok := m.s.node.(cluster.LeaderMover)
 	if !ok {
-		return nil, status.Error(codes.Unimplemented, "etcdserver: a single member without [cluster] has no other member to lead")
+		// A single member leads already: as etcd's single member, it
+		// accepts a move to itself, and refuses any other transferee.
+		if r.TargetID != m.s.node.Status().MemberID {
+			return nil, toGRPC(cluster.ErrBadLeaderTransferee)
+		}
+		return &pb.MoveLeaderResponse{Header: m.s.fill(nil)}, nil
 	}
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()

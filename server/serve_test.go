@@ -65,6 +65,9 @@ func TestServeSIGTERM(t *testing.T) {
 	if err != nil || m == nil {
 		t.Fatalf("first line %q, %v; stderr %s", first, err, stderr.String())
 	}
+	if !strings.Contains(first, ", sync true,") {
+		t.Errorf("start-up line %q does not say sync true (serve's default)", first)
+	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{m[1]}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

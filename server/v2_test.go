@@ -128,11 +128,10 @@ func TestV2Limits(t *testing.T) {
 func TestHealthVersionMetrics(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	base := "http://" + s.Addr().String()
-	status, _, body := v2Do(t, "GET", base+"/health", nil)
-	if status != 200 || jsonOf(t, body) != `{"health":"true","reason":""}` {
-		t.Errorf("/health: %d %v", status, body)
+	if a := httpDo(t, "GET", base+"/health", ""); a.status != 200 || a.body != `{"health":"true","reason":""}` {
+		t.Errorf("/health: %+v", a)
 	}
-	status, _, body = v2Do(t, "GET", base+"/version", nil)
+	status, _, body := v2Do(t, "GET", base+"/version", nil)
 	if status != 200 || body["etcdserver"] == nil || body["etcdcluster"] == nil {
 		t.Errorf("/version: %d %v", status, body)
 	}

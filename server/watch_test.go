@@ -332,3 +332,48 @@ func TestWatchProgressRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchProgressFutureStart: a watch from a revision the store has not
+// reached gets no progress notification below that revision, requested or
+// periodic, as in etcd (which sends none until the store reaches the
+// start): Kubernetes' watch cache takes a notification as its resource
+// version, and a client resuming there after a member restarted behind it
+// already holds the events below.
+func TestWatchProgressFutureStart(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Server.WatchProgressNotifyIntervalMS = 20
+	s := startServer(t, cfg)
+	c := newClient(t, s, nil)
+	resp, err := c.Put(testCtx(t), "other", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := resp.Header.Revision + 10
+	stream := rawWatch(t, c,
+		&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+			Key: []byte("f/"), RangeEnd: []byte("f0"), StartRevision: start, ProgressNotify: true}}},
+		&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
+	// Writes outside the range bring the store to the watch's start.
+	go func() {
+		for range 10 {
+			if _, err := c.Put(testCtx(t), "other", "x"); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(30 * time.Millisecond) // room for periodic notifications between writes
+		}
+	}()
+	for progress := 0; progress < 2; {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Created || len(r.Events) > 0 {
+			continue
+		}
+		if r.Header.Revision < start {
+			t.Fatalf("progress notification (watch %d) at revision %d, below the watch's start %d", r.WatchId, r.Header.Revision, start)
+		}
+		progress++
+	}
+}

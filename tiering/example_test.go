@@ -33,6 +33,6 @@ func ExampleCompute() {
 	// L4 target 2.50 GB
 	// L5 target 15.82 GB
 	// L6 target 100.03 GB
-	// L0:0 L1:0 L2:0 L3:0 L4:0 L5:0(5.1GB)+1 L6:1(29.2GB)+2
+	// L0:0 L1:0 L2:0 L3:0(404.8MB)+2 L4:0(2.5GB)+2 L5:0(5.1GB)+1(10.8GB)+2 L6:1(29.2GB)+2
 	// level paths: [0 0 0 0 0 0 1]
 }

@@ -128,8 +128,8 @@ func (l *Layout) Rebalance(ctx context.Context) error {
 // Settle runs strict passes (see Rebalance) until every table Pebble
 // references sits where the plan wants it, waiting for flushes and
 // compactions that hold misplaced tables to finish: when it returns nil,
-// every path but the last holds at most its target plus one target file
-// (unless a level is over its own target, which its last share absorbs).
+// every path but the last holds at most its target (L0 excepted: flushes
+// racing the passes stay in L0's path).
 // It gives up after SettleTimeout of waiting on running jobs, returning
 // ErrNotSettled, and stops with ctx's error when ctx is done.
 func (l *Layout) Settle(ctx context.Context) error {
@@ -403,11 +403,14 @@ func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bo
 				}
 			}
 		}
-		// 3. Shares over their bytes by more than one target file: spill
-		// the oldest tables to the level's later shares until within.
+		// 3. Shares over their bytes: spill the oldest tables to the
+		// level's later shares until within. No slack here (the lazy
+		// passes allow one target file): after a strict pass every path
+		// but the last holds at most its target, RocksDB's "close to, but
+		// not larger than".
 		for level, shares := range plan.Levels {
 			for i, s := range shares {
-				if s.Rest || used[level][s.Path] <= int64(s.Bytes+plan.minSplit[level]) {
+				if s.Rest || used[level][s.Path] <= int64(s.Bytes) {
 					continue
 				}
 				for _, m := range cands {

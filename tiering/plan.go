@@ -206,15 +206,19 @@ func Place(levelTargets [NumLevels]uint64, baseLevel int, pathTargets []uint64, 
 
 // Compute makes the plan for the LSM as it is, with levels currently
 // holding sizes bytes: each level below L0 that holds data takes its target
-// size (LevelTargets) of the paths' room, L0 what it holds up to its
-// estimate (a few flushes, or the small table of a range-key touch, are
-// not a whole Lbase's worth), and a level that holds nothing takes none (it
-// is still given the path where the walk stands, for its first tables). RocksDB's walk reserves room for every level, so after a full
-// compaction (everything in the bottom level) the room kept for an empty
-// L0 and Lbase would leave a fast path empty while the bottom level sits
-// on a slower one; RocksDB documents db_paths as filling each path close
-// to its target, which this keeps (docs/tiering.md, "After a full
-// compaction").
+// size (LevelTargets) of the paths' room, or what it holds if that is more;
+// L0 takes what it holds (a few flushes, or the small table of a range-key
+// touch, are not a whole Lbase's worth); and a level that holds nothing
+// takes none (it is still given the path where the walk stands, for its
+// first tables). RocksDB's walk reserves room for every level, so after a
+// full compaction (everything in the bottom level) the room kept for an
+// empty L0 and Lbase would leave a fast path empty while the bottom level
+// sits on a slower one. Taking at least what a level holds is what keeps a
+// path within its target: the bottom level's target (9/10 of the database)
+// is less than it holds, and a level planned whole into a path by its
+// target would take that path over by the difference. RocksDB documents
+// db_paths as filling each path close to, but not beyond, its target,
+// which this keeps (docs/tiering.md, "After a full compaction").
 func Compute(sizes [NumLevels]uint64, shape LevelShape, pathTargets []uint64) Plan {
 	shape = shape.withDefaults()
 	targets, base := LevelTargets(sizes, shape)
@@ -222,9 +226,27 @@ func Compute(sizes [NumLevels]uint64, shape LevelShape, pathTargets []uint64) Pl
 		if size == 0 {
 			targets[level] = 0
 		}
+		targets[level] = max(targets[level], size)
 	}
-	targets[0] = min(targets[0], sizes[0])
-	return placeFor(targets, base, shape, pathTargets)
+	targets[0] = sizes[0]
+	p := placeFor(targets, base, shape, pathTargets)
+	// Tables are whole: a level planned to fit in a path may not pack into
+	// the room of its shares there (a share's last table does not fit), and
+	// its last share would take the excess over the path's target. So a
+	// level below L0 whose last share is not on the last path gets a last
+	// share there for what does not fit. L0 keeps its path: it is compaction
+	// debt, and the flushes of writes racing a full compaction belong in the
+	// fast path.
+	last := len(pathTargets) - 1
+	for level := 1; level < NumLevels; level++ {
+		shares := p.Levels[level]
+		if sizes[level] == 0 || shares[len(shares)-1].Path == last {
+			continue
+		}
+		shares[len(shares)-1].Rest = false
+		p.Levels[level] = append(shares, Share{Path: last, Rest: true})
+	}
+	return p
 }
 
 // placeFor places levels of the given targets, with split sizes from shape

@@ -75,12 +75,21 @@ func freeAddr(t *testing.T) string {
 
 // newProcCluster writes the configs of n members and starts them.
 func newProcCluster(t *testing.T, n, snapshotEntries int) *procCluster {
+	return newPreparedCluster(t, n, snapshotEntries, nil)
+}
+
+// newPreparedCluster is newProcCluster that runs prepare, if not nil, on
+// each member between writing its config and starting it.
+func newPreparedCluster(t *testing.T, n, snapshotEntries int, prepare func(*member)) *procCluster {
 	c := &procCluster{t: t, dir: t.TempDir(), snapshotEntries: snapshotEntries}
 	for i := range n {
 		c.members = append(c.members, c.newMember(fmt.Sprintf("s%d", i+1)))
 	}
 	for _, m := range c.members {
 		c.writeConfig(m, false)
+		if prepare != nil {
+			prepare(m)
+		}
 	}
 	t.Cleanup(func() {
 		for _, m := range c.members {

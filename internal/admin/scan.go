@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
+	"github.com/stratadb/strata/mvcc"
 )
 
 // scanOptions are the options of scan.
@@ -102,8 +103,52 @@ func (o *scanOptions) run(cmd *cobra.Command, _ []string) (err error) {
 		return err
 	}
 	defer closeDB(db, &err)
-	_, err = o.print(db, bufio.NewWriter(cmd.OutOrStdout()))
+	w := bufio.NewWriter(cmd.OutOrStdout())
+	rev, server, err := mvcc.StoreRevision(db)
+	if err != nil {
+		return err
+	}
+	if server {
+		fmt.Fprintf(cmd.ErrOrStderr(), "strata: %s holds a `strata serve` store (revision %d): printing each key's value at the latest revision, as the server would serve it; with the server running, use etcdctl get\n", db.Config().DBPath, rev)
+		_, err = o.printServer(db, w)
+		return err
+	}
+	_, err = o.print(db, w)
 	return err
+}
+
+// printServer writes the selected keys of a server store at its latest
+// revision, "KEY<TAB>VALUE" as print does, and returns their number.
+func (o *scanOptions) printServer(db *engine.DB, w *bufio.Writer) (int, error) {
+	lower, upper, empty := o.bounds()
+	if empty {
+		return 0, nil
+	}
+	st, err := mvcc.Open(db, mvcc.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	// etcd's range conventions: key "\x00" with end "\x00" is every key,
+	// end "\x00" every key from key on.
+	key, end := lower, upper
+	if key == nil {
+		key = []byte{0}
+	}
+	if end == nil {
+		end = []byte{0}
+	}
+	res, err := st.Range(key, end, mvcc.RangeOptions{Limit: int64(o.limit)})
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range res.KVs {
+		_, _ = w.Write(kv.Key)
+		_ = w.WriteByte('\t')
+		_, _ = w.Write(kv.Value)
+		_ = w.WriteByte('\n')
+	}
+	return len(res.KVs), w.Flush()
 }
 
 // print writes the selected pairs to w, flushes it and returns their number.

@@ -103,8 +103,8 @@ in flight and closes the database. See docs/server.md.`,
 			eff := cfg.Clone()
 			eff.ApplyMemoryBudget()
 			out := cmd.OutOrStdout()
-			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, sync %v, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s; started in %s)\n",
-				scheme, srv.Addr(), cfg.DBPath, cfg.Sync, eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
+			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s; started in %s)\n",
+				scheme, srv.Addr(), cfg.DBPath, describeSync(cfg), eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
 				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, formatElapsed(time.Since(began))); err != nil {
 				_ = srv.Close()
 				return err
@@ -141,4 +141,15 @@ in flight and closes the database. See docs/server.md.`,
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// describeSync says what is fsynced before a write is acknowledged. On a
+// cluster member the raft log is (on a majority), and the store's engine
+// runs with sync off whatever the file says: a restart replays the log
+// into it (see docs/cluster.md).
+func describeSync(cfg *config.Config) string {
+	if cfg.Cluster.Enabled() {
+		return "sync: the raft log is fsynced, the store is not (the log replays it)"
+	}
+	return fmt.Sprintf("sync %v", cfg.Sync)
 }

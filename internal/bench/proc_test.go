@@ -12,4 +12,9 @@ func TestFreePorts(t *testing.T) {
 	if len(ps) != 3 || ps[0] == ps[1] || ps[1] == ps[2] || ps[0] == ps[2] {
 		t.Errorf("ports %v: want 3 distinct", ps)
 	}
+	for _, p := range ps {
+		if p < lowPort || p > highPort {
+			t.Errorf("port %d: want %d-%d, below the ephemeral range", p, lowPort, highPort)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/pkg/v3/traceutil"
 	etxn "go.etcd.io/etcd/server/v3/etcdserver/txn"
 	"go.etcd.io/etcd/server/v3/lease"
@@ -235,20 +236,31 @@ func (h *harness) rangeOp() mvcc.Op {
 	return mvcc.RangeOp(k, h.rangeEnd(k), h.rangeOptions())
 }
 
-func (h *harness) branch() []mvcc.Op {
+// branch returns up to 3 random ops, with nested txns down to depth 2
+// (etcd's RequestOp_RequestTxn).
+func (h *harness) branch(depth int) []mvcc.Op {
 	var ops []mvcc.Op
 	puts := map[string]bool{}
 	for range h.r.IntN(4) {
-		switch h.r.IntN(5) {
-		case 0, 1:
+		switch p := h.r.IntN(12); {
+		case p < 4:
 			op := h.putOp()
 			if puts[string(op.Key)] {
 				continue
 			}
 			puts[string(op.Key)] = true
 			ops = append(ops, op)
-		case 2:
+		case p < 6:
 			ops = append(ops, h.deleteOp())
+		case p < 9 && depth < 2:
+			req := h.txnRequest(depth + 1)
+			for k := range puts {
+				// A compare on a key this branch has just put: etcd
+				// decides on the state before the txn.
+				req.Compare = append(req.Compare, h.compareOn([]byte(k)))
+				break
+			}
+			ops = append(ops, mvcc.TxnOp(req))
 		default:
 			ops = append(ops, h.rangeOp())
 		}
@@ -256,8 +268,20 @@ func (h *harness) branch() []mvcc.Op {
 	return ops
 }
 
-func (h *harness) compare() mvcc.Compare {
-	k := h.key()
+// txnRequest returns a random txn at nesting depth depth (0: the outer).
+func (h *harness) txnRequest(depth int) mvcc.TxnRequest {
+	req := mvcc.TxnRequest{Success: h.branch(depth), Failure: h.branch(depth)}
+	for range h.r.IntN(3) {
+		req.Compare = append(req.Compare, h.compare())
+	}
+	return req
+}
+
+func (h *harness) compare() mvcc.Compare { return h.compareOn(h.key()) }
+
+// compareOn returns a random compare on k, its operand near k's current
+// version.
+func (h *harness) compareOn(k []byte) mvcc.Compare {
 	c := mvcc.Compare{Key: k, Target: mvcc.CompareTarget(h.r.IntN(5)), Result: mvcc.CompareResult(h.r.IntN(4))}
 	if h.r.IntN(4) == 0 {
 		c.End = h.rangeEnd(k)
@@ -391,10 +415,11 @@ func (h *harness) rangeRead(op mvcc.Op) {
 }
 
 func (h *harness) txn() {
-	req := mvcc.TxnRequest{Success: h.branch(), Failure: h.branch()}
-	for range h.r.IntN(3) {
-		req.Compare = append(req.Compare, h.compare())
+	depth := 2 // no nested txns
+	if h.r.IntN(2) == 0 {
+		depth = 0
 	}
+	req := h.txnRequest(depth)
 	h.note("txn %+v", req)
 	oresp, oerr := h.s.Txn(req)
 	if errors.Is(oerr, mvcc.ErrDuplicateKeyInTxn) {
@@ -403,19 +428,38 @@ func (h *harness) txn() {
 		return
 	}
 	h.counts["txn"]++
+	if nested(req) {
+		h.counts["txn with nested txns"]++
+	}
 	eresp, _, eerr := etxn.Txn(bg, h.e.lg, txnRequest(req), false, h.e.kv, h.e.le, false)
 	if !h.sameErr("txn", eerr, oerr) {
 		return
 	}
-	h.same("txn: succeeded", eresp.Succeeded, oresp.Succeeded)
-	h.same("txn: header revision", eresp.Header.Revision, oresp.Rev)
+	h.sameTxn("txn", req, eresp, oresp)
+}
+
+// nested reports whether req holds a nested txn.
+func nested(req mvcc.TxnRequest) bool {
+	for _, op := range append(req.Success[:len(req.Success):len(req.Success)], req.Failure...) {
+		if op.Type == mvcc.OpTxn {
+			return true
+		}
+	}
+	return false
+}
+
+// sameTxn compares a txn's responses, nested ones included.
+func (h *harness) sameTxn(what string, req mvcc.TxnRequest, eresp *pb.TxnResponse, oresp mvcc.TxnResponse) {
+	h.t.Helper()
+	h.same(what+": succeeded", eresp.Succeeded, oresp.Succeeded)
+	h.same(what+": header revision", eresp.Header.Revision, oresp.Rev)
 	ops := req.Success
 	if !oresp.Succeeded {
 		ops = req.Failure
 	}
-	h.same("txn: responses", len(eresp.Responses), len(oresp.Responses))
+	h.same(what+": responses", len(eresp.Responses), len(oresp.Responses))
 	for i, op := range ops {
-		what := fmt.Sprintf("txn op %d (%v)", i, op.Type)
+		what := fmt.Sprintf("%s op %d (%v)", what, i, op.Type)
 		o := oresp.Responses[i]
 		switch op.Type {
 		case mvcc.OpPut:
@@ -436,6 +480,12 @@ func (h *harness) txn() {
 			r := eresp.Responses[i].GetResponseRange()
 			h.sameRange(what, op, &pbRange{r.Header.Revision, r.Count, fromKVs(r.Kvs), r.More}, o.Range)
 			h.same(what+": op revision", o.Range.Rev, o.Rev)
+		case mvcc.OpTxn:
+			r := eresp.Responses[i].GetResponseTxn()
+			if r == nil || o.Txn == nil {
+				h.fail("%s: etcd %v, mvcc %v", what, r, o.Txn)
+			}
+			h.sameTxn(what, *op.Txn, r, *o.Txn)
 		}
 	}
 }

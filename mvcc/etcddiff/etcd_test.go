@@ -187,6 +187,8 @@ func requestOps(ops []mvcc.Op) []*pb.RequestOp {
 			out = append(out, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: deleteRequest(op)}})
 		case mvcc.OpRange:
 			out = append(out, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: rangeRequest(op)}})
+		case mvcc.OpTxn:
+			out = append(out, &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: txnRequest(*op.Txn)}})
 		}
 	}
 	return out

@@ -1,0 +1,118 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/internal/cli"
+)
+
+type benchKubeOptions struct {
+	common       benchCommon
+	passes       int
+	pods         int
+	updates      int
+	clients      int
+	conns        int
+	eventEvery   int
+	compactEvery time.Duration
+	seed         int64
+	quota        int64
+	timeout      time.Duration
+	endpoint     string
+}
+
+// AddFlags registers kube's flags.
+func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
+	o.common.AddFlags(fs, []string{"strata", "etcd37"})
+	fs.IntVar(&o.passes, "passes", 1, "passes over the servers, the first server alternating")
+	fs.IntVar(&o.pods, "pods", 80_000, "pods created (about 14 KB each)")
+	fs.IntVar(&o.updates, "updates", 80_000, "pod updates after the creates")
+	fs.IntVar(&o.clients, "clients", 32, "concurrent writers")
+	fs.IntVar(&o.conns, "conns", 4, "gRPC connections the writers share")
+	fs.IntVar(&o.eventEvery, "event-every", 10, "an event on a lease every N writes (0: none)")
+	fs.DurationVar(&o.compactEvery, "compact-every", 30*time.Second, "compaction period (the apiserver's is 5m); 0 never compacts")
+	fs.Int64Var(&o.seed, "seed", 1, "workload seed")
+	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
+	fs.DurationVar(&o.timeout, "load-timeout", 30*time.Minute, "bound on each server's load")
+	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
+}
+
+func newBenchKubeCommand() *cobra.Command {
+	o := &benchKubeOptions{}
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Kubernetes-sized data: pod creates and updates as the apiserver sends them, with watch, leases, compactions and a paginated list",
+		Example: `  strata bench kube --pods 80000 --updates 80000      # about 2 GB of writes
+  strata bench kube --pods 10000 --updates 10000 --servers strata --strata-toml 'server.memory_budget_mb = 512'`,
+		Args: cli.Args(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *benchKubeOptions) run(cmd *cobra.Command) error {
+	ks, err := o.common.kinds()
+	if err != nil {
+		return err
+	}
+	var problems []error
+	for _, f := range []struct {
+		name   string
+		v, min int
+	}{{"--passes", o.passes, 1}, {"--pods", o.pods, 1}, {"--updates", o.updates, 0}, {"--clients", o.clients, 1}, {"--conns", o.conns, 1}, {"--event-every", o.eventEvery, 0}} {
+		if f.v < f.min {
+			problems = append(problems, fmt.Errorf("%s %d: must be >= %d", f.name, f.v, f.min))
+		}
+	}
+	if o.conns > o.clients {
+		problems = append(problems, fmt.Errorf("--conns %d: must be <= --clients (%d)", o.conns, o.clients))
+	}
+	if o.compactEvery < 0 || o.timeout <= 0 {
+		problems = append(problems, fmt.Errorf("--compact-every %s must be >= 0 and --load-timeout %s > 0", o.compactEvery, o.timeout))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+	ctx, stop := signalContext(cmd)
+	defer stop()
+	load := bench.KubeLoad{
+		Pods: o.pods, Updates: o.updates, Clients: o.clients, Conns: o.conns,
+		EventEvery: o.eventEvery, CompactEvery: o.compactEvery, Seed: o.seed, Timeout: o.timeout,
+	}
+	if o.endpoint != "" {
+		load.Endpoint, load.Progress = o.endpoint, cmd.ErrOrStderr()
+		r, err := load.Run(ctx)
+		if r == nil {
+			return err
+		}
+		res := &bench.KubeRun{Options: bench.KubeOptions{Load: load}, Samples: []bench.KubeSample{{Name: o.endpoint, KubeResult: r}}}
+		if werr := res.Table().Write(cmd.OutOrStdout(), o.common.format); werr != nil {
+			return werr
+		}
+		return err
+	}
+	ko := bench.KubeOptions{
+		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, Progress: cmd.ErrOrStderr(),
+		Load: load,
+	}
+	var cleanup func()
+	ko.Programs, cleanup, err = o.common.programs(ctx, ks, cmd.ErrOrStderr())
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	res, runErr := bench.RunKube(ctx, ko)
+	if res == nil {
+		return runErr
+	}
+	if err := res.Table().Write(cmd.OutOrStdout(), o.common.format); err != nil {
+		return err
+	}
+	return runErr
+}

@@ -1,0 +1,734 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratadb/strata/internal/report"
+	"github.com/stratadb/strata/internal/workload"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// KubeLoad drives a store the way a Kubernetes apiserver does with pods:
+// creates as a txn on create_revision = 0, updates as a txn on the
+// object's last mod_revision (the apiserver's GuaranteedUpdate, retried on
+// conflict), events under /registry/events/ on a lease renewed each
+// minute, one watch on the pods' prefix with prevKV, a compaction every
+// CompactEvery to the revision of the previous tick (the apiserver's
+// compactor), and at the end a full list in pages of 500 with
+// continuation. Objects come from workload.Pods. The run is bounded by
+// its counts and by Timeout.
+type KubeLoad struct {
+	// Endpoint is the server's HOST:PORT.
+	Endpoint string
+	// Pods is the number of pods created; Updates the number of updates
+	// that follow, to pods picked at random.
+	Pods, Updates int
+	// Clients share Conns gRPC connections (client c uses c mod Conns).
+	Clients, Conns int
+	// EventEvery: every EventEvery-th write also puts an event of about
+	// 1 KB on the current lease; 0 writes none.
+	EventEvery int
+	// CompactEvery is the compactor's period; 0 never compacts.
+	CompactEvery time.Duration
+	// Seed picks the pods and the order of updates.
+	Seed int64
+	// Timeout bounds the whole load.
+	Timeout time.Duration
+	// Progress receives a line every 10 s; nil discards them.
+	Progress io.Writer
+	// Sample is called once a second while the load runs (for the
+	// server's RSS and disk); nil skips it.
+	Sample func(t time.Duration) KubeGauge
+}
+
+// KubeGauge is what a sampler reads off the server each second.
+type KubeGauge struct {
+	RSSBytes  int64
+	DiskBytes int64
+}
+
+// KubeSecond is one second of a KubeLoad.
+type KubeSecond struct {
+	// At is the second's offset from the start of the load.
+	At int `json:"at"`
+	// Phase is "create" or "update".
+	Phase string `json:"phase"`
+	// Puts is the number of pod writes completed in the second.
+	Puts int `json:"puts"`
+	// Compacting says a compaction was requested in this second or the
+	// nine before it.
+	Compacting bool `json:"compacting"`
+	KubeGauge
+}
+
+// KubeResult is what a KubeLoad measured.
+type KubeResult struct {
+	// CreatesPerSec and UpdatesPerSec are completed pod writes per second
+	// of each phase's wall time.
+	CreatesPerSec, UpdatesPerSec float64
+	// PutP50, PutP99 are the latencies of every pod write; the P99 is
+	// also split by whether a compaction was under way (the ten seconds
+	// after one was requested).
+	PutP50, PutP99, P99Compacting, P99Quiet time.Duration
+	// StalledSeconds counts whole seconds of the load with no completed
+	// pod write.
+	StalledSeconds int
+	// Conflicts counts updates retried after a mod_revision conflict.
+	Conflicts int
+	// Events counts the watch events received on the pods' prefix; every
+	// acknowledged pod write must arrive exactly once.
+	Events int
+	// Compactions counts compactions made.
+	Compactions int
+	// ListSeconds is the time of a full paginated list of the pods, and
+	// ListKeys the keys it returned.
+	ListSeconds float64
+	ListKeys    int
+	// LastRevision is the store's revision at the end.
+	LastRevision int64
+	// Seconds is the load's time line.
+	Seconds []KubeSecond
+}
+
+// ErrKubeLoad reports a load that failed: a write that errored, a lost
+// or repeated watch event, or a list that missed pods.
+var ErrKubeLoad = errors.New("bench: kube load")
+
+// Run runs the load and checks what it can check on the way: every write
+// acknowledged, every event delivered once, the list complete.
+func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
+	if l.Pods < 1 || l.Updates < 0 || l.Clients < 1 || l.Conns < 1 || l.Conns > l.Clients {
+		return nil, fmt.Errorf("%w: need pods (%d) >= 1, updates (%d) >= 0, 1 <= conns (%d) <= clients (%d)", ErrKubeLoad, l.Pods, l.Updates, l.Conns, l.Clients)
+	}
+	progress := l.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	defer cancel()
+	conns := make([]*clientv3.Client, 0, l.Conns+1)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range l.Conns + 1 { // the last one watches, compacts and lists
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+		if err != nil {
+			return nil, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, l.Endpoint, err)
+		}
+		conns = append(conns, c)
+	}
+	admin := conns[l.Conns]
+	first, err := admin.Get(ctx, "/registry/pods/", clientv3.WithCountOnly())
+	if err != nil {
+		return nil, fmt.Errorf("%w: first read: %w", ErrKubeLoad, err)
+	}
+	k := &kubeRun{KubeLoad: l, pods: workload.NewPods(l.Seed), start: time.Now()}
+	k.modRev = make([]atomic.Int64, l.Pods)
+	k.gen = make([]atomic.Int32, l.Pods)
+	k.stored = make([]atomic.Int32, l.Pods)
+	k.perSecond = make([]atomic.Int32, int(l.Timeout/time.Second)+2)
+	k.compactAt = make([]atomic.Bool, len(k.perSecond))
+	k.lease.c = admin
+
+	// The watch on the pods' prefix, from the revision before any write.
+	watchCtx, stopWatch := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer stopWatch()
+	wch := admin.Watch(watchCtx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(first.Header.Revision+1))
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- k.watch(wch) }()
+
+	var bg sync.WaitGroup
+	bgCtx, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	bg.Add(2)
+	go func() { defer bg.Done(); k.compactor(bgCtx, admin) }()
+	go func() { defer bg.Done(); k.sampler(bgCtx) }()
+	go k.report(bgCtx, progress)
+
+	res := &KubeResult{}
+	phaseEnd, err := k.phase(ctx, conns[:l.Conns], "create", l.Pods, k.create)
+	res.CreatesPerSec = float64(l.Pods) / phaseEnd.Seconds()
+	if err == nil && l.Updates > 0 {
+		var upd time.Duration
+		upd, err = k.phase(ctx, conns[:l.Conns], "update", l.Updates, k.update)
+		res.UpdatesPerSec = float64(l.Updates) / (upd - phaseEnd).Seconds()
+		phaseEnd = upd
+	}
+	stopBG()
+	bg.Wait()
+	if err != nil {
+		return res, err
+	}
+
+	// Every acknowledged write arrives on the watch, once.
+	last, err := admin.Get(ctx, "/registry/pods/", clientv3.WithCountOnly())
+	if err != nil {
+		return res, fmt.Errorf("%w: last read: %w", ErrKubeLoad, err)
+	}
+	res.LastRevision = last.Header.Revision
+	k.watchUntil.Store(res.LastRevision)
+	if err := k.awaitWatch(watchCtx, admin, watchDone); err != nil {
+		return res, err
+	}
+	res.Events = int(k.events.Load())
+	if want := l.Pods + l.Updates; res.Events != want {
+		return res, fmt.Errorf("%w: the watch delivered %d pod events, want %d", ErrKubeLoad, res.Events, want)
+	}
+
+	t0 := time.Now()
+	res.ListKeys, err = listAll(ctx, admin, "/registry/pods/", 500)
+	res.ListSeconds = time.Since(t0).Seconds()
+	if err != nil {
+		return res, err
+	}
+	if res.ListKeys != l.Pods {
+		return res, fmt.Errorf("%w: the list returned %d pods, want %d", ErrKubeLoad, res.ListKeys, l.Pods)
+	}
+	if err := k.verify(ctx, admin); err != nil {
+		return res, err
+	}
+	k.summarize(res, phaseEnd)
+	return res, nil
+}
+
+// verify reads every pod back: its value and mod_revision are the last
+// acknowledged write's. Then the history: a read at the last compaction's
+// revision is answered, one below it is refused as compacted.
+func (k *kubeRun) verify(ctx context.Context, c *clientv3.Client) error {
+	for i := range k.Pods {
+		key := k.pods.Key(i)
+		resp, err := c.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("%w: reading %s back: %w", ErrKubeLoad, key, err)
+		}
+		if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != k.modRev[i].Load() || string(resp.Kvs[0].Value) != string(k.pods.Pod(i, int(k.stored[i].Load()))) {
+			return fmt.Errorf("%w: %s is not its last acknowledged write (mod_revision %d)", ErrKubeLoad, key, k.modRev[i].Load())
+		}
+	}
+	k.mu.Lock()
+	compactedTo := k.compactedTo
+	k.mu.Unlock()
+	if compactedTo == 0 {
+		return nil
+	}
+	if _, err := c.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithRev(compactedTo), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("%w: reading at the compacted revision %d: %w", ErrKubeLoad, compactedTo, err)
+	}
+	if _, err := c.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithRev(compactedTo-1), clientv3.WithCountOnly()); err == nil {
+		return fmt.Errorf("%w: a read below the compacted revision %d was answered", ErrKubeLoad, compactedTo)
+	}
+	return nil
+}
+
+// kubeRun is the state of one KubeLoad while it runs.
+type kubeRun struct {
+	KubeLoad
+	pods  *workload.Pods
+	start time.Time
+
+	modRev    []atomic.Int64 // each pod's last mod_revision
+	gen       []atomic.Int32 // each pod's last generation tried
+	stored    []atomic.Int32 // each pod's last generation acknowledged
+	perSecond []atomic.Int32 // pod writes completed in each second
+	compactAt []atomic.Bool  // seconds in which a compaction was requested
+
+	mu          sync.Mutex
+	latencies   []kubeLatency
+	compacted   []time.Duration // offsets of compaction requests
+	compactedTo int64           // the revision of the last compaction
+	phases      []phaseMark
+	gauges      []KubeGauge
+
+	conflicts   atomic.Int64
+	events      atomic.Int64
+	watchUntil  atomic.Int64
+	compactions atomic.Int64
+	done        atomic.Int64
+	lease       kubeLease
+}
+
+// kubeLatency is one completed write: when it completed and how long it took.
+type kubeLatency struct{ end, took time.Duration }
+
+type phaseMark struct {
+	name  string
+	start time.Duration
+}
+
+// phase runs n operations over the clients and returns its end offset.
+func (k *kubeRun) phase(ctx context.Context, conns []*clientv3.Client, name string, n int, op func(context.Context, *clientv3.Client, int, int) error) (time.Duration, error) {
+	k.mu.Lock()
+	k.phases = append(k.phases, phaseMark{name, time.Since(k.start)})
+	k.mu.Unlock()
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first error
+		once  sync.Once
+	)
+	for w := range k.Clients {
+		c := conns[w%len(conns)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+				err := op(rctx, c, w, i)
+				rcancel()
+				if err != nil {
+					once.Do(func() { first = fmt.Errorf("%w: %s %d: %w", ErrKubeLoad, name, i, err) })
+					return
+				}
+				end := time.Since(k.start)
+				k.perSecond[min(int(end/time.Second), len(k.perSecond)-1)].Add(1)
+				k.done.Add(1)
+				k.mu.Lock()
+				k.latencies = append(k.latencies, kubeLatency{end, end - t0.Sub(k.start)})
+				k.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = fmt.Errorf("%w: %s phase not done in %s: %w", ErrKubeLoad, name, k.Timeout, ctx.Err())
+	}
+	return time.Since(k.start), first
+}
+
+// create writes pod i as the apiserver creates an object.
+func (k *kubeRun) create(ctx context.Context, c *clientv3.Client, _, i int) error {
+	key := k.pods.Key(i)
+	resp, err := c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(k.pods.Pod(i, 0)))).
+		Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("pod %s already exists", key)
+	}
+	k.modRev[i].Store(resp.Header.Revision)
+	return k.maybeEvent(ctx, c, i)
+}
+
+// update rewrites a pod picked at random, as GuaranteedUpdate does: a txn
+// on the mod_revision the writer last saw, and on a conflict the current
+// object read in the same txn and the update tried again. Client w
+// updates only pods i with i mod Clients = w, so conflicts come only from
+// a stale revision, as in an apiserver with a warm watch cache.
+func (k *kubeRun) update(ctx context.Context, c *clientv3.Client, w, n int) error {
+	r := rand.New(rand.NewPCG(uint64(k.Seed), uint64(n)))
+	per := (k.Pods - w + k.Clients - 1) / k.Clients
+	if per == 0 {
+		return k.create(ctx, c, w, n) // fewer pods than clients: nothing of its own
+	}
+	i := w + k.Clients*r.IntN(per)
+	key := k.pods.Key(i)
+	for {
+		gen := int(k.gen[i].Add(1))
+		rev := k.modRev[i].Load()
+		resp, err := c.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(k.pods.Pod(i, gen)))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			k.modRev[i].Store(resp.Header.Revision)
+			k.stored[i].Store(int32(gen))
+			return k.maybeEvent(ctx, c, i)
+		}
+		k.conflicts.Add(1)
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return fmt.Errorf("pod %s vanished", key)
+		}
+		k.modRev[i].Store(kvs[0].ModRevision)
+	}
+}
+
+// maybeEvent puts an event for pod i every EventEvery writes.
+func (k *kubeRun) maybeEvent(ctx context.Context, c *clientv3.Client, i int) error {
+	if k.EventEvery <= 0 || k.done.Load()%int64(k.EventEvery) != 0 {
+		return nil
+	}
+	id, err := k.lease.current(ctx)
+	if err != nil {
+		return err
+	}
+	ns, name := k.pods.Name(i)
+	key := fmt.Sprintf("/registry/events/%s/%s.%x", ns, name, time.Now().UnixNano())
+	val := fmt.Sprintf(`{"kind":"Event","apiVersion":"v1","metadata":{"name":%q,"namespace":%q},"involvedObject":{"kind":"Pod","namespace":%q,"name":%q,"apiVersion":"v1"},"reason":"Pulled","message":"Container image already present on machine and can be accessed by the pod","source":{"component":"kubelet","host":"node"},"count":1,"type":"Normal","reportingComponent":"kubelet"}`, name, ns, ns, name)
+	_, err = c.Put(ctx, key, val, clientv3.WithLease(id))
+	return err
+}
+
+// kubeLease is the apiserver's event lease: one lease of an hour, reused
+// for a minute of events, then a new one.
+type kubeLease struct {
+	c    *clientv3.Client
+	mu   sync.Mutex
+	id   clientv3.LeaseID
+	made time.Time
+}
+
+func (l *kubeLease) current(ctx context.Context) (clientv3.LeaseID, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.id != 0 && time.Since(l.made) < time.Minute {
+		return l.id, nil
+	}
+	resp, err := l.c.Grant(ctx, 3600)
+	if err != nil {
+		return 0, err
+	}
+	l.id, l.made = resp.ID, time.Now()
+	return l.id, nil
+}
+
+// watch counts the events on the pods' prefix, checking that revisions
+// only go up, until watchUntil is reached.
+func (k *kubeRun) watch(wch clientv3.WatchChan) error {
+	var last int64
+	for resp := range wch {
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("%w: watch: %w", ErrKubeLoad, err)
+		}
+		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision <= last {
+				return fmt.Errorf("%w: watch: event at revision %d after %d", ErrKubeLoad, ev.Kv.ModRevision, last)
+			}
+			last = ev.Kv.ModRevision
+			if ev.IsModify() && ev.PrevKv == nil {
+				return fmt.Errorf("%w: watch: update of %s at %d without its previous value", ErrKubeLoad, ev.Kv.Key, last)
+			}
+			k.events.Add(1)
+		}
+		// A progress notification at or past the last revision says every
+		// event up to it has been sent.
+		if until := k.watchUntil.Load(); until > 0 && (last >= until || resp.IsProgressNotify() && resp.Header.Revision >= until) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: watch ended after %d events", ErrKubeLoad, k.events.Load())
+}
+
+// awaitWatch waits for the watch to reach watchUntil, asking for progress
+// notifications so that it learns it has once the last pod event is out.
+func (k *kubeRun) awaitWatch(ctx context.Context, c *clientv3.Client, done <-chan error) error {
+	deadline := time.After(2 * time.Minute)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := c.RequestProgress(ctx); err != nil {
+			return fmt.Errorf("%w: watch progress request: %w", ErrKubeLoad, err)
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-deadline:
+			return fmt.Errorf("%w: the watch delivered %d of %d pod events in 2 minutes", ErrKubeLoad, k.events.Load(), k.Pods+k.Updates)
+		case <-tick.C:
+		}
+	}
+}
+
+// compactor compacts every CompactEvery to the revision it saw at the
+// tick before, as the apiserver's compactor does.
+func (k *kubeRun) compactor(ctx context.Context, c *clientv3.Client) {
+	if k.CompactEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(k.CompactEvery)
+	defer t.Stop()
+	var prev int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		resp, err := c.Get(ctx, "compact_rev_key", clientv3.WithCountOnly())
+		if err != nil {
+			continue
+		}
+		if prev > 0 {
+			at := time.Since(k.start)
+			if _, err := c.Compact(ctx, prev); err == nil {
+				k.compactions.Add(1)
+				k.mu.Lock()
+				k.compacted = append(k.compacted, at)
+				k.compactedTo = prev
+				k.mu.Unlock()
+			}
+		}
+		prev = resp.Header.Revision
+	}
+}
+
+// sampler reads the gauges once a second.
+func (k *kubeRun) sampler(ctx context.Context) {
+	if k.Sample == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g := k.Sample(time.Since(k.start))
+		k.mu.Lock()
+		k.gauges = append(k.gauges, g)
+		k.mu.Unlock()
+	}
+}
+
+func (k *kubeRun) report(ctx context.Context, w io.Writer) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fmt.Fprintf(w, "  %3.0f s: %d/%d writes, %d compactions\n", time.Since(k.start).Seconds(), k.done.Load(), k.Pods+k.Updates, k.compactions.Load())
+		}
+	}
+}
+
+// compactWindow is how long after a compaction request its effects (the
+// store's compaction work) count as "during compaction".
+const compactWindow = 10 * time.Second
+
+func (k *kubeRun) summarize(res *KubeResult, end time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	res.Conflicts = int(k.conflicts.Load())
+	res.Compactions = int(k.compactions.Load())
+	seconds := int(end/time.Second) + 1
+	compacting := make([]bool, seconds)
+	for _, at := range k.compacted {
+		for s := int(at / time.Second); s < seconds && time.Duration(s)*time.Second < at+compactWindow; s++ {
+			compacting[s] = true
+		}
+	}
+	var all, in, out []time.Duration
+	for _, l := range k.latencies {
+		all = append(all, l.took)
+		if compacting[min(int(l.end/time.Second), seconds-1)] {
+			in = append(in, l.took)
+		} else {
+			out = append(out, l.took)
+		}
+	}
+	for _, d := range [][]time.Duration{all, in, out} {
+		slices.Sort(d)
+	}
+	res.PutP50, res.PutP99 = percentile(all, 50), percentile(all, 99)
+	res.P99Compacting, res.P99Quiet = percentile(in, 99), percentile(out, 99)
+	for s := range seconds {
+		sec := KubeSecond{At: s, Puts: int(k.perSecond[min(s, len(k.perSecond)-1)].Load()), Compacting: compacting[s], Phase: k.phaseAt(time.Duration(s) * time.Second)}
+		if s < len(k.gauges) {
+			sec.KubeGauge = k.gauges[s]
+		}
+		if sec.Puts == 0 && s < seconds-1 {
+			res.StalledSeconds++
+		}
+		res.Seconds = append(res.Seconds, sec)
+	}
+}
+
+func (k *kubeRun) phaseAt(t time.Duration) string {
+	name := ""
+	for _, p := range k.phases {
+		if t >= p.start {
+			name = p.name
+		}
+	}
+	return name
+}
+
+// listAll lists prefix in pages of limit with continuation, as the
+// apiserver's paginated list does, and returns the number of keys.
+func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64) (int, error) {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	key := prefix
+	var rev int64
+	n := 0
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(limit)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.Get(ctx, key, opts...)
+		if err != nil {
+			return n, fmt.Errorf("%w: list from %q: %w", ErrKubeLoad, key, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		n += len(resp.Kvs)
+		if !resp.More || len(resp.Kvs) == 0 {
+			return n, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// KubeOptions are the settings of RunKube: the servers and the load.
+type KubeOptions struct {
+	Programs Programs
+	// Servers are the servers to load, one after the other in each pass,
+	// the first alternating from pass to pass.
+	Servers []Kind
+	// Passes is the number of passes over the servers.
+	Passes int
+	// Dir holds the servers' data directories ("" is the system's
+	// temporary directory).
+	Dir string
+	// Load is the load; its Endpoint and Sample are set per server.
+	Load KubeLoad
+	// QuotaBytes is etcd's backend quota, raised to fit the load.
+	QuotaBytes int64
+	// Progress receives progress lines.
+	Progress io.Writer
+}
+
+// KubeSample is one server's pass.
+type KubeSample struct {
+	Kind Kind
+	Name string
+	*KubeResult
+	// DiskBytes and RSSBytes are read after the load and the list.
+	DiskBytes, RSSBytes int64
+	// CPUSeconds is the server's CPU time over the load.
+	CPUSeconds float64
+}
+
+// KubeRun is the result of RunKube.
+type KubeRun struct {
+	Options KubeOptions
+	Samples []KubeSample
+}
+
+// RunKube runs the load against each server in turn, each started afresh.
+func RunKube(ctx context.Context, o KubeOptions) (*KubeRun, error) {
+	if o.Passes < 1 || len(o.Servers) == 0 {
+		return nil, fmt.Errorf("%w: need passes (%d) >= 1 and at least one server", ErrKubeLoad, o.Passes)
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	res := &KubeRun{Options: o}
+	for pass := range o.Passes {
+		for _, k := range rotate(o.Servers, pass) {
+			fmt.Fprintf(o.Progress, "pass %d/%d: %s\n", pass+1, o.Passes, k)
+			smp, err := runKubeOne(ctx, o, k)
+			if err != nil {
+				return res, fmt.Errorf("pass %d, %s: %w", pass+1, k, err)
+			}
+			res.Samples = append(res.Samples, smp)
+			fmt.Fprintf(o.Progress, "pass %d/%d: %s: creates %.0f/s, updates %.0f/s, p99 %.0f ms, %d stalled s, disk %.0f MB, RSS %.0f MB\n",
+				pass+1, o.Passes, smp.Name, smp.CreatesPerSec, smp.UpdatesPerSec, ms(smp.PutP99), smp.StalledSeconds, mb(smp.DiskBytes), mb(smp.RSSBytes))
+		}
+	}
+	return res, nil
+}
+
+func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err error) {
+	s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{QuotaBytes: o.QuotaBytes})
+	if err != nil {
+		return smp, err
+	}
+	defer func() {
+		if serr := s.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	smp = KubeSample{Kind: k, Name: s.Name}
+	load := o.Load
+	load.Endpoint = s.Endpoint
+	load.Progress = o.Progress
+	load.Sample = func(time.Duration) KubeGauge {
+		rss, _, _ := s.RSS()
+		return KubeGauge{RSSBytes: rss, DiskBytes: dirBytes(s.dir)}
+	}
+	cpu0, err := s.CPU()
+	if err != nil {
+		return smp, err
+	}
+	smp.KubeResult, err = load.Run(ctx)
+	if err != nil {
+		return smp, err
+	}
+	cpu1, err := s.CPU()
+	if err != nil {
+		return smp, err
+	}
+	smp.CPUSeconds = cpu1 - cpu0
+	smp.DiskBytes = dirBytes(s.dir)
+	smp.RSSBytes, _, err = s.RSS()
+	return smp, err
+}
+
+// Table is one row per server and pass.
+func (r *KubeRun) Table() *report.Table {
+	t := &report.Table{Columns: []report.Column{
+		{Name: "Server"},
+		{Name: "Creates", Unit: "/s", Format: "%.0f"},
+		{Name: "Updates", Unit: "/s", Format: "%.0f"},
+		{Name: "Put p99", Unit: "ms", Format: "%.1f"},
+		{Name: "p99 compacting", Unit: "ms", Format: "%.1f"},
+		{Name: "Stalled", Unit: "s"},
+		{Name: "Disk", Unit: "MB", Format: "%.0f"},
+		{Name: "RSS", Unit: "MB", Format: "%.0f"},
+		{Name: "List", Unit: "s", Format: "%.2f"},
+		{Name: "CPU", Unit: "s", Format: "%.1f"},
+	}}
+	for _, s := range r.Samples {
+		t.Rows = append(t.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.CPUSeconds})
+	}
+	l := r.Options.Load
+	t.Notes = []string{
+		fmt.Sprintf("%d pod creates then %d updates (txns as the apiserver sends them), %d clients over %d connections, an event on a 1 h lease every %d writes, a compaction every %s to the revision of the tick before; every write fsynced.", l.Pods, l.Updates, l.Clients, l.Conns, l.EventEvery, l.CompactEvery),
+		"Put p99 covers every pod write; 'p99 compacting' those completed within 10 s of a compaction request. Stalled: whole seconds with no completed pod write. List: all pods in pages of 500. CPU: the server's user+system time over the load.",
+	}
+	return t
+}
