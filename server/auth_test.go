@@ -114,6 +114,8 @@ func TestAuthClientv3(t *testing.T) {
 	denied("alice's txn with a forbidden else branch", err)
 	_, err = alice.Txn(ctx).Then(clientv3.OpGet("/secret")).Commit()
 	denied("alice's read-only txn of /secret", err)
+	_, err = alice.Txn(ctx).Then(clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut("/rw", "n")}, []clientv3.Op{clientv3.OpPut("/secret", "n")})).Commit()
+	denied("alice's nested txn with a forbidden branch", err)
 	if resp, err := alice.Txn(ctx).If(clientv3.Compare(clientv3.Value("/rw"), "=", "x")).Then(clientv3.OpPut("/rw", "y")).Commit(); err != nil || !resp.Succeeded {
 		t.Errorf("alice's permitted txn: %+v, %v", resp, err)
 	}
