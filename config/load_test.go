@@ -74,6 +74,10 @@ func allChanged() *Config {
 			MemoryBudgetMB:       256,
 
 			WatchProgressNotifyIntervalMS: 60000,
+
+			AuthToken:    "jwt,pub-key=/etc/strata/jwt.pub,priv-key=/etc/strata/jwt.key,sign-method=RS256,ttl=10m",
+			AuthTokenTTL: 600,
+			BcryptCost:   12,
 		},
 		Cluster: ClusterConfig{
 			Name:       "s2",

@@ -75,6 +75,24 @@ type ServerConfig struct {
 	// default (--experimental-watch-progress-notify-interval) is 10
 	// minutes. 10..86400000. The default value is 600000.
 	WatchProgressNotifyIntervalMS int64 `toml:"watch_progress_notify_interval_ms" yaml:"watch_progress_notify_interval_ms" json:"watch_progress_notify_interval_ms"`
+
+	// AuthToken is the kind of token Authenticate hands out once auth is
+	// enabled, in etcd's --auth-token form: "simple" (a random string the
+	// member keeps, valid auth_token_ttl after its last use) or
+	// "jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256,ttl=5m" (signed,
+	// checked by any member holding pub-key; sign-method one of etcd's:
+	// RS256/384/512, PS256/384/512, ES256/384/512, EdDSA, HS256/384/512
+	// with priv-key only). The key files are read at start. The default
+	// value is "simple".
+	AuthToken string `toml:"auth_token" yaml:"auth_token" json:"auth_token"`
+	// AuthTokenTTL is how long a simple token stays valid after its last
+	// use, in seconds (etcd's --auth-token-ttl). 1..2147483647. The
+	// default value is 300.
+	AuthTokenTTL int64 `toml:"auth_token_ttl" yaml:"auth_token_ttl" json:"auth_token_ttl"`
+	// BcryptCost is the bcrypt cost of the password hashes stored for
+	// users (etcd's --bcrypt-cost); each Authenticate pays it once.
+	// 4..31. The default value is 10.
+	BcryptCost int64 `toml:"bcrypt_cost" yaml:"bcrypt_cost" json:"bcrypt_cost"`
 }
 
 // AutoGoMemoryLimitFloorMB and AutoGoMemoryLimitSlackMB shape the automatic
@@ -101,6 +119,10 @@ func defaultServer() ServerConfig {
 		MemoryBudgetMB:       32,
 
 		WatchProgressNotifyIntervalMS: 600000,
+
+		AuthToken:    "simple",
+		AuthTokenTTL: 300,
+		BcryptCost:   10,
 	}
 }
 
@@ -170,6 +192,39 @@ func (s *ServerConfig) validate(v *validator) {
 	v.between("server.memory_budget_mb", s.MemoryBudgetMB, 0, 1<<20)
 	v.between("server.go_memory_limit_mb", s.GoMemoryLimitMB, -1, 1<<20)
 	v.between("server.watch_progress_notify_interval_ms", s.WatchProgressNotifyIntervalMS, 10, 86400000)
+	if err := checkAuthToken(s.AuthToken); err != nil {
+		v.add("server.auth_token", s.AuthToken, err.Error())
+	}
+	v.between("server.auth_token_ttl", s.AuthTokenTTL, 1, 1<<31-1)
+	v.between("server.bcrypt_cost", s.BcryptCost, 4, 31)
+}
+
+// checkAuthToken checks the form of etcd's --auth-token: the token kind,
+// then key=value options each given once. (The key files are read when
+// the server starts.)
+func checkAuthToken(tok string) error {
+	kind, opts, _ := strings.Cut(tok, ",")
+	if kind != "simple" && kind != "jwt" {
+		return fmt.Errorf("token kind %q: must be \"simple\" or \"jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256,ttl=5m\"", kind)
+	}
+	if opts == "" {
+		if kind == "jwt" {
+			return fmt.Errorf("jwt needs options: sign-method=..., and pub-key=PATH and/or priv-key=PATH")
+		}
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, o := range strings.Split(opts, ",") {
+		k, _, ok := strings.Cut(o, "=")
+		if !ok || strings.Count(o, "=") != 1 {
+			return fmt.Errorf("option %q: must be key=value", o)
+		}
+		if seen[k] {
+			return fmt.Errorf("option %q given twice", k)
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 // checkListen requires host:port with a numeric port.

@@ -48,6 +48,11 @@ func TestServerSectionErrors(t *testing.T) {
 		{"[server]\nmax_concurrent_streams = 0\n", "server.max_concurrent_streams = 0: must be from 1 to 4294967295"},
 		{"[server]\ngo_memory_limit_mb = -2\n", "server.go_memory_limit_mb = -2: must be from -1 to 1048576"},
 		{"[server]\nwatch_progress_notify_interval_ms = 5\n", "server.watch_progress_notify_interval_ms = 5: must be from 10 to 86400000"},
+		{"[server]\nauth_token = \"jwt\"\n", "server.auth_token = \"jwt\": jwt needs options"},
+		{"[server]\nauth_token = \"oauth\"\n", "server.auth_token = \"oauth\": token kind \"oauth\": must be \"simple\" or"},
+		{"[server]\nauth_token = \"jwt,ttl\"\n", "server.auth_token = \"jwt,ttl\": option \"ttl\": must be key=value"},
+		{"[server]\nauth_token_ttl = 0\n", "server.auth_token_ttl = 0: must be from 1 to 2147483647"},
+		{"[server]\nbcrypt_cost = 3\n", "server.bcrypt_cost = 3: must be from 4 to 31"},
 	} {
 		_, err := Parse([]byte(tt.file), "toml")
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -11,6 +11,7 @@ import (
 // The engine's key space, all owned by the Store:
 //
 //	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)  ->  record
+//	'x' aux key (the caller's, see AuxWrite)                ->  the caller's value
 //	'y' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
 //	'z' name                                                ->  8-byte big-endian int64
 //
@@ -23,9 +24,11 @@ import (
 // the revisions, every flushed table would span the whole history, and
 // every L0 compaction would rewrite all of it: with Kubernetes-sized values
 // that stalled writes for seconds at a time once the store held a few
-// hundred MB.
+// hundred MB. Aux keys (written only with the rare changes of auth state)
+// sort after the revisions too.
 const (
 	revPrefix   = 'r'
+	auxPrefix   = 'x'
 	leasePrefix = 'y'
 	metaPrefix  = 'z'
 	revKeyLen   = 17

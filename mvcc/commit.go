@@ -55,6 +55,8 @@ type writeTxn struct {
 	writes    []write
 	leasePuts [][2]int64 // id, ttl
 	leaseDels []int64
+	// aux are the txn's aux writes (see AuxWrite).
+	aux []AuxWrite
 }
 
 // beginWrite starts a write; the caller holds writeMu and, on error,
@@ -188,7 +190,7 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 		}
 		return resp, nil
 	}
-	if len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 {
+	if len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 && len(t.aux) == 0 {
 		p := s.tail()
 		s.writeMu.Unlock()
 		if p != nil {
@@ -247,6 +249,9 @@ func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 		if err := eb.Delete(leaseKey(id)); err != nil {
 			return nil, err
 		}
+	}
+	if err := t.putAux(eb); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -53,8 +53,11 @@
 //     keys. The store keeps no clock: the server decides when a lease has
 //     expired and revokes it (through the log, in a cluster), and keeps
 //     TTLs and keep-alives itself.
+//   - Auth state (etcd's auth buckets): Entry.WriteAux writes the layer
+//     above's small values in the aux key space (no revision, no watch
+//     event), Store.ReadAux reads them by prefix; snapshots carry them.
 //   - A replicated log: Store.Entry(index) returns the same writes (Txn,
-//     Compact, GrantLease, RevokeLease, Skip) recording the log index
+//     Compact, GrantLease, RevokeLease, WriteAux, Skip) recording the log index
 //     atomically with each; Store.AppliedIndex is where to resume. See
 //     Entry.
 //

@@ -12,7 +12,7 @@ import (
 
 // A store snapshot is what a replicated member that fell behind the log,
 // or a new member, receives instead of the entries it missed: every key of
-// the store's key space (revisions, metadata, leases) as of one point, in
+// the store's key space (revisions, metadata, leases, aux) as of one point, in
 // key order, each as uvarint key length, key, uvarint value length, value;
 // then a zero key length. The applied index is among the metadata.
 
@@ -142,7 +142,7 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 			return err
 		}
 		switch k[0] {
-		case revPrefix, metaPrefix, leasePrefix:
+		case revPrefix, metaPrefix, leasePrefix, auxPrefix:
 		case oldMetaPrefix, oldLeasePrefix:
 			// A snapshot of a store in the layout before; Open upgrades it.
 		default:

@@ -8,6 +8,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/mvcc"
 )
@@ -23,6 +24,11 @@ const maxTxnOps = 128
 // member that applies the same log reaches the same state.
 type applier struct {
 	store *mvcc.Store
+	// auth holds the users, roles and permissions, applied from the log
+	// like the rest; every KV and lease command is checked against it
+	// with the user its proposer recorded.
+	auth      *auth.Store
+	leaseKeys auth.LeaseKeys
 }
 
 // applyResult is what Apply returns for every command it could apply or
@@ -72,7 +78,11 @@ func (a *applier) Apply(index uint64, cmd []byte) (any, error) {
 	if bad != nil {
 		return bad, nil
 	}
-	return result(a.apply(entryWriter{store: a.store, index: index}, r))
+	res, err := result(a.apply(entryWriter{store: a.store, index: index}, r))
+	if index != 0 && err == nil {
+		a.auth.Applied(index)
+	}
+	return res, err
 }
 
 // ApplyBatch applies a run of commands (cluster.BatchApplier) with one
@@ -99,7 +109,7 @@ func (a *applier) ApplyBatch(cmds []cluster.Command) ([]any, error) {
 			continue
 		}
 		w := entryWriter{store: a.store, index: c.Index}
-		if r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil {
+		if r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil || auth.IsCommand(r) {
 			if err := commit(); err != nil {
 				return nil, err
 			}
@@ -121,6 +131,9 @@ func (a *applier) ApplyBatch(cmds []cluster.Command) ([]any, error) {
 	}
 	if err := commit(); err != nil {
 		return nil, err
+	}
+	if len(cmds) > 0 {
+		a.auth.Applied(cmds[len(cmds)-1].Index)
 	}
 	return results, nil
 }
@@ -146,6 +159,20 @@ func result(resp proto.Message, err error) (any, error) {
 
 // apply applies r, its writes going to w.
 func (a *applier) apply(w entryWriter, r *pb.InternalRaftRequest) (proto.Message, error) {
+	if auth.IsCommand(r) {
+		resp, cmdErr, err := a.auth.Apply(w.index, r)
+		if err != nil {
+			return nil, err
+		}
+		return resp, cmdErr
+	}
+	if err := a.auth.CheckCommand(r, a.leaseKeys); err != nil {
+		// Refused on every member alike: the entry is applied.
+		if serr := w.Skip(); serr != nil {
+			return nil, serr
+		}
+		return nil, err
+	}
 	switch {
 	case r.Put != nil:
 		return a.put(w, r.Put)
@@ -197,7 +224,7 @@ func commandError(err error) bool {
 			return true
 		}
 	}
-	return false
+	return auth.IsError(err)
 }
 
 func (a *applier) put(w entryWriter, r *pb.PutRequest) (*pb.PutResponse, error) {
@@ -317,6 +344,10 @@ func (a *applier) Restore(r io.Reader, index uint64) error {
 	if got := a.store.AppliedIndex(); got != index {
 		return fmt.Errorf("server: restored snapshot is at applied index %d, the leader said %d", got, index)
 	}
+	if err := a.auth.Reload(); err != nil {
+		return err
+	}
+	a.auth.Applied(index)
 	return nil
 }
 

@@ -34,7 +34,12 @@ func openApplier(t *testing.T) (*applier, *engine.DB) {
 		_ = st.Close()
 		_ = db.Close()
 	})
-	return &applier{store: st}, db
+	a, err := newApplier(config.ServeDefault(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.auth.Close() })
+	return a, db
 }
 
 // applyCommands is a log of commands of every kind: puts whose results
@@ -249,7 +254,10 @@ func BenchmarkApply(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			a := &applier{store: st}
+			a, err := newApplier(config.ServeDefault(), st)
+			if err != nil {
+				b.Fatal(err)
+			}
 			batch := make([]cluster.Command, run)
 			b.ReportAllocs()
 			b.ResetTimer()

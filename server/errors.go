@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/mvcc"
 )
@@ -46,6 +47,9 @@ func toGRPC(err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	if g := auth.GRPCError(err); g != nil {
+		return g
 	}
 	switch {
 	case errors.Is(err, mvcc.ErrCompacted):

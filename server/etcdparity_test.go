@@ -35,8 +35,9 @@ func freeLowPort(t *testing.T) int {
 }
 
 // startEtcd34 runs Debian's etcd (3.4.23) as a single member on loopback
-// ports and returns its client address; the test skips without it.
-func startEtcd34(t *testing.T) string {
+// ports, with args added to its flags, and returns its client address;
+// the test skips without it.
+func startEtcd34(t *testing.T, args ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -44,10 +45,10 @@ func startEtcd34(t *testing.T) string {
 	}
 	client, peer := fmt.Sprintf("127.0.0.1:%d", freeLowPort(t)), fmt.Sprintf("127.0.0.1:%d", freeLowPort(t))
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--name", "s1", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
-		"--initial-cluster", "s1=http://"+peer)
+	cmd := exec.Command(bin, append([]string{"--name", "s1", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+		"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
+		"--initial-cluster", "s1=http://" + peer}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

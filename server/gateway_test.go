@@ -71,8 +71,12 @@ func TestGateway(t *testing.T) {
 	} else {
 		t.Logf("a body over max_request_bytes: %d %+v", code, bad)
 	}
-	if code := gatewayPost(t, s, "/v3/auth/status", `{}`, &bad); code != http.StatusNotImplemented {
-		t.Errorf("auth: %d %+v, want 501 (Unimplemented)", code, bad)
+	var auth struct {
+		Enabled      bool
+		AuthRevision string
+	}
+	if code := gatewayPost(t, s, "/v3/auth/status", `{}`, &auth); code != 200 || auth.Enabled || auth.AuthRevision != "1" {
+		t.Errorf("auth status: %d %+v, want 200, disabled, auth revision 1", code, auth)
 	}
 
 	// A watch streams one JSON object per response.

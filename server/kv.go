@@ -6,6 +6,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -18,7 +19,9 @@ type kvServer struct {
 }
 
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
-	resp, err := k.s.rangeKV(ctx, r)
+	var resp *pb.RangeResponse
+	err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckRange(ai, r.Key, r.RangeEnd) },
+		func() (err error) { resp, err = k.s.rangeKV(ctx, r); return err })
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -91,11 +94,11 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		if err := k.s.readBarrier(ctx); err != nil {
 			return nil, toGRPC(err)
 		}
-		resp, err := k.s.apply.txn(0, r)
+		err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckTxn(ai, k.s.leaseKeys, r) },
+			func() (err error) { out, err = k.s.apply.txn(0, r); return err })
 		if err != nil {
 			return nil, toGRPC(err)
 		}
-		out = resp
 	} else {
 		resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Txn: r})
 		if err != nil {
@@ -146,6 +149,9 @@ func readOnly(r *pb.TxnRequest) bool {
 }
 
 func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	if err := k.s.auth.RequireAdmin(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
 	if err != nil {
 		return nil, toGRPC(err)

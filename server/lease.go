@@ -73,7 +73,7 @@ func (l *lessor) run() {
 			l.mu.Unlock()
 		case <-t.C:
 			for _, id := range l.expired(time.Now()) {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(l.s.auth.WithRoot(context.Background()), 5*time.Second)
 				_, err := l.s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 				cancel()
 				if err == nil || errors.Is(err, mvcc.ErrLeaseNotFound) {
@@ -184,6 +184,9 @@ func (ls *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) 
 	if req.ID < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "etcdserver: lease ID %d is negative", req.ID)
 	}
+	if err := s.auth.RequireUser(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	resp, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseGrant: req})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -195,6 +198,9 @@ func (ls *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) 
 }
 
 func (ls *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	if err := ls.s.auth.RequireUser(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	resp, err := ls.s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: r.ID}})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -207,8 +213,17 @@ func (ls *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest
 
 func (ls *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
 	s := ls.s
+	if err := s.auth.RequireUser(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	if err := s.readBarrier(ctx); err != nil {
 		return nil, toGRPC(err)
+	}
+	if r.Keys {
+		// Only the keys need a permission (etcd's checkLeaseTimeToLive).
+		if err := s.auth.CheckLeaseRead(ctx, s.leaseKeys(r.ID)); err != nil {
+			return nil, toGRPC(err)
+		}
 	}
 	out := &pb.LeaseTimeToLiveResponse{Header: s.fill(nil), ID: r.ID, TTL: -1}
 	l, err := s.store.Lease(r.ID)
@@ -231,8 +246,13 @@ func (ls *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest
 		return nil, toGRPC(err)
 	}
 	out := &pb.LeaseLeasesResponse{Header: s.fill(nil)}
+	var keys [][]byte
 	for _, l := range s.store.Leases() {
 		out.Leases = append(out.Leases, &pb.LeaseStatus{ID: l.ID})
+		keys = append(keys, l.Keys...)
+	}
+	if err := s.auth.CheckLeaseRead(ctx, keys); err != nil {
+		return nil, toGRPC(err)
 	}
 	return out, nil
 }
@@ -250,6 +270,10 @@ func (ls *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) erro
 					err = nil
 				}
 				errc <- err
+				return
+			}
+			if err := s.auth.CheckLeaseRenew(stream.Context(), s.leaseKeys(req.ID)); err != nil {
+				errc <- toGRPC(err)
 				return
 			}
 			ttl, err := s.lease.renew(req.ID)

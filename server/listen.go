@@ -67,7 +67,7 @@ func (s *Server) serve() error {
 	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
-	pb.RegisterAuthServer(s.grpc, &pb.UnimplementedAuthServer{})
+	pb.RegisterAuthServer(s.grpc, &authServer{s: s})
 
 	gateway, closeGateway, err := s.gateway()
 	if err != nil {

@@ -26,6 +26,9 @@ type maintenanceServer struct {
 // in use (dbSizes), leader, raft index and term. etcdctl shows "is leader" when leader
 // equals the header's member_id.
 func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
+	if err := m.s.auth.RequireUser(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	s := m.s
 	st := s.node.Status()
 	size, inUse := s.dbSizes()
@@ -68,6 +71,9 @@ func (s *Server) dbSizes() (size, inUse int64) {
 // not replicated); unlike etcd's, reads and writes go on meanwhile, since
 // CompactAll holds no global lock.
 func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := m.s.auth.RequireAdmin(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	if err := m.s.db.CompactAll(); err != nil {
 		return nil, status.Errorf(codes.Internal, "etcdserver: defragment: %v", err)
 	}
@@ -83,6 +89,9 @@ const snapshotChunkBytes = 32 << 10
 // restore FILE` checks it and loads it into a new database. Reads and
 // writes go on meanwhile.
 func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenance_SnapshotServer) error {
+	if err := m.s.auth.RequireAdmin(stream.Context()); err != nil {
+		return toGRPC(err)
+	}
 	pr, pw := io.Pipe()
 	defer pr.Close() // a client gone away ends the writer too
 	go func() { pw.CloseWithError(m.s.store.WriteBackup(pw)) }()
@@ -113,6 +122,9 @@ func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenanc
 // across members. Strata's hash covers its own record encoding, so it is
 // comparable between Strata members, not with etcd's.
 func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	if err := m.s.auth.RequireAdmin(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	h, rev, compacted, err := m.s.store.HashKV(r.Revision)
 	if err != nil {
 		return nil, toGRPC(err)
@@ -124,6 +136,9 @@ func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*p
 // move-leader`), when asked of the leader; see cluster.LeaderMover. It
 // waits up to the request timeout for the transferee to lead.
 func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	if err := m.s.auth.RequireAdmin(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	mv, ok := m.s.node.(cluster.LeaderMover)
 	if !ok {
 		// A single member leads already: as etcd's single member, it
@@ -144,6 +159,13 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 // Alarm answers that no alarm is raised: Strata raises none (no space
 // quota, no corruption check). Activating or deactivating one is a no-op.
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	check := m.s.auth.RequireAdmin
+	if r.Action == pb.AlarmRequest_GET {
+		check = m.s.auth.RequireUser
+	}
+	if err := check(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	return &pb.AlarmResponse{Header: m.s.fill(nil)}, nil
 }
 

@@ -49,8 +49,8 @@ func TestStatusAlarmMembers(t *testing.T) {
 	if _, err := pb.NewMaintenanceClient(c.ActiveConnection()).Hash(ctx, &pb.HashRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("hash: %v, want Unimplemented", err)
 	}
-	if _, err := c.AuthEnable(ctx); status.Code(err) != codes.Unimplemented {
-		t.Errorf("auth enable: %v, want Unimplemented", err)
+	if _, err := c.AuthEnable(ctx); !errors.Is(err, rpctypes.ErrRootUserNotExist) {
+		t.Errorf("auth enable without a root user: %v, want %v", err, rpctypes.ErrRootUserNotExist)
 	}
 	if _, err := c.MemberAdd(ctx, []string{"http://127.0.0.1:2380"}); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "single member") {
 		t.Errorf("member add: %v, want Unimplemented", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
@@ -54,6 +56,7 @@ type Server struct {
 	store *mvcc.Store
 	node  cluster.Node
 	apply *applier
+	auth  *auth.Store
 	lease *lessor
 	ids   IDs
 
@@ -109,6 +112,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		if s.ln != nil {
 			_ = s.ln.Close()
 		}
+		if s.auth != nil {
+			_ = s.auth.Close()
+		}
 		if s.store != nil {
 			_ = s.store.Close()
 		}
@@ -118,7 +124,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if s.store, err = mvcc.Open(s.db, mvcc.Options{}); err != nil {
 		return fail(err)
 	}
-	s.apply = &applier{store: s.store}
+	if s.apply, err = newApplier(cfg, s.store); err != nil {
+		return fail(err)
+	}
+	s.auth = s.apply.auth
 	if s.ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
 	}
@@ -131,6 +140,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	if newNode == nil {
 		newNode = func(sm cluster.StateMachine, ids IDs) (cluster.Node, error) {
+			// Without a log every simple token names index 0, and no
+			// index is ever to be waited for: a token naming another is
+			// simply unknown (invalid), not early.
+			s.auth.Applied(math.MaxUint64)
 			return cluster.NewLocal(sm, cluster.LocalConfig{ClusterID: ids.ClusterID, MemberID: ids.MemberID,
 				Name: ids.Name, ClientURLs: []string{url}})
 		}
@@ -175,6 +188,7 @@ func (s *Server) Close() error {
 		if err := s.node.Stop(); err != nil && !errors.Is(err, cluster.ErrStopped) {
 			errs = append(errs, err)
 		}
+		_ = s.auth.Close()
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -221,6 +235,9 @@ func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
 	r.Header = &pb.RequestHeader{ID: s.reqID.Add(1)}
+	if err := s.auth.SetUser(ctx, r); err != nil {
+		return nil, err
+	}
 	data, err := proto.Marshal(r)
 	if err != nil {
 		return nil, err

@@ -103,6 +103,15 @@ func (s *Server) v2Keys(w http.ResponseWriter, r *http.Request) {
 		s.v2Fail(w, v2NotFile, "/", "the root directory; Strata's v2 API serves single keys")
 		return
 	}
+	if s.auth.Enabled() {
+		// The v2 keys serve the v3 keys, which v3 auth protects; v2
+		// requests carry no v3 token, so none is allowed (etcd's v2
+		// answer to a request its own v2 auth refuses).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"message":"Insufficient credentials"}` + "\n"))
+		return
+	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost || r.Method == http.MethodDelete {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.Server.MaxRequestBytes)
 	}

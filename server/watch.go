@@ -139,6 +139,10 @@ func (st *watchStream) send(r *pb.WatchResponse) error {
 // cancelled in a second reply, with compact_revision for compaction, which
 // clientv3 reports as ErrCompacted so the client can resume from it.
 func (st *watchStream) create(r *pb.WatchCreateRequest) error {
+	if err := st.s.checkWatch(st.stream.Context(), r); err != nil {
+		// etcd's answer: created and canceled at once, with no watch ID.
+		return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: -1, Created: true, Canceled: true, CancelReason: watchDenied(err)})
+	}
 	st.mu.Lock()
 	id := r.WatchId
 	if id == 0 {
