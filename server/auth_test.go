@@ -100,6 +100,11 @@ func TestAuthClientv3(t *testing.T) {
 	}
 	_, err = alice.Get(ctx, "/secret")
 	denied("alice reads /secret", err)
+	_, err = streamChunks(ctx, alice, "/secret")
+	denied("alice streams /secret (RangeStream)", err)
+	if chunks, err := streamChunks(ctx, alice, "/pub/", clientv3.WithPrefix()); err != nil || len(chunks) == 0 {
+		t.Errorf("alice streams /pub/: %d chunks, %v", len(chunks), err)
+	}
 	_, err = alice.Put(ctx, "/pub/a", "2")
 	denied("alice writes /pub/a", err)
 	if _, err := alice.Put(ctx, "/rw", "x"); err != nil {

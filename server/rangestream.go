@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 
+	"github.com/stratadb/strata/auth"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -22,12 +23,16 @@ func (k *kvServer) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) e
 	if err := checkRangeStreamRequest(r); err != nil {
 		return err
 	}
-	err := k.s.rangeStream(rs.Context(), r, func(resp *pb.RangeResponse) error {
-		if resp.Header != nil {
-			k.s.fill(resp.Header)
-		}
-		return rs.Send(&pb.RangeStreamResponse{RangeResponse: resp})
-	})
+	ctx := rs.Context()
+	err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckRange(ai, r.Key, r.RangeEnd) },
+		func() error {
+			return k.s.rangeStream(ctx, r, func(resp *pb.RangeResponse) error {
+				if resp.Header != nil {
+					k.s.fill(resp.Header)
+				}
+				return rs.Send(&pb.RangeStreamResponse{RangeResponse: resp})
+			})
+		})
 	return toGRPC(err)
 }
 
