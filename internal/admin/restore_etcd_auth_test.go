@@ -157,3 +157,18 @@ func TestExportAuthToEtcd(t *testing.T) {
 	requireAuth(t, e.endpoint)
 }
 
+// TestRestoreAuthFromStrataBackup: a backup of a Strata server with auth
+// enabled (etcdctl snapshot save) restored by strata restore keeps the
+// auth state too.
+func TestRestoreAuthFromStrataBackup(t *testing.T) {
+	etcdBinaries(t)
+	s, _ := startServe(t, t.TempDir())
+	setUpAuth(t, s.Addr().String())
+	backup := filepath.Join(t.TempDir(), "strata.backup")
+	etcdctl(t, "--endpoints", s.Addr().String(), "--user", "root:rootpw", "snapshot", "save", backup)
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	mustRun(t, "--db", dir, "restore", backup)
+	r, _ := startServe(t, dir)
+	requireAuth(t, r.Addr().String())
+}
