@@ -70,6 +70,11 @@ func load(st Storage) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decode(kvs)
+}
+
+// decode reads the auth state from its aux keys, checking every value.
+func decode(kvs []mvcc.AuxWrite) (*backend, error) {
 	b := &backend{users: map[string]*authpb.User{}, roles: map[string]*authpb.Role{}, staged: map[string][]byte{}}
 	for _, kv := range kvs {
 		k := string(kv.Key)

@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -13,10 +14,14 @@ import (
 type Exported struct {
 	History
 	Leases []Lease
+	// Aux is the aux key space (see AuxWrite), in key order, as of the
+	// same point as the versions.
+	Aux []AuxWrite
 }
 
 // Export reads the whole store as of one consistent point, as a
-// migration writes it elsewhere: leases in ID order, then every version
+// migration writes it elsewhere: leases in ID order and the aux key
+// space (in Exported), then every version
 // in revision order through version, whose argument is valid only during
 // the call. It runs beside reads and writes (it reads an engine snapshot).
 func (s *Store) Export(version func(Version) error) (Exported, error) {
@@ -57,6 +62,17 @@ func (s *Store) Export(version func(Version) error) (Exported, error) {
 			return Exported{}, err
 		}
 		out.Leases = append(out.Leases, Lease{ID: id, TTL: ttl})
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return Exported{}, fmt.Errorf("mvcc: export: %w", err)
+	}
+
+	it, err = snap.NewIter(&engine.IterOptions{LowerBound: []byte{auxPrefix}, UpperBound: []byte{auxPrefix + 1}})
+	if err != nil {
+		return Exported{}, fmt.Errorf("mvcc: export: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		out.Aux = append(out.Aux, AuxWrite{Key: bytes.Clone(it.Key()[1:]), Value: bytes.Clone(it.Value())})
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return Exported{}, fmt.Errorf("mvcc: export: %w", err)

@@ -57,7 +57,8 @@ type History struct {
 }
 
 // Loader writes a history into an empty database: Lease for each lease,
-// Put for each version in revision order, then Finish. Nothing it writes
+// Aux for each aux write, Put for each version in revision order, then
+// Finish. Nothing it writes
 // is a store until Finish returns (see ErrIncompleteLoad).
 type Loader struct {
 	db      *engine.DB
@@ -147,6 +148,19 @@ func (l *Loader) Put(v Version) error {
 	}
 	l.last = rev
 	return l.put(revKey(rev), l.scratch)
+}
+
+// Aux records one aux write (see AuxWrite): the state the layer above
+// keeps beside the key-value data, as etcd keeps its auth buckets. value
+// must not be nil (a load has nothing to delete).
+func (l *Loader) Aux(key, value []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("mvcc: load aux: %w", ErrEmptyKey)
+	}
+	if value == nil {
+		return fmt.Errorf("mvcc: load aux %q: nil value: a load writes, it does not delete", key)
+	}
+	return l.put(auxKey(key), value)
 }
 
 // put adds one key to the batch, committing it once it is large.

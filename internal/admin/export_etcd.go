@@ -37,8 +37,9 @@ func newExportEtcdCommand(g *globalOptions) *cobra.Command {
 		Short: "Write the database as an etcd snapshot, for etcdctl snapshot restore",
 		Long: `export-etcd writes the database (of a stopped server) to FILE as etcd's
 ` + "`etcdctl snapshot save`" + ` would: etcd's bbolt file with every key's history since
-the last compaction (revisions, versions, leases), the leases with their TTLs
-and the compaction revision, followed by its SHA-256. ` + "`etcdctl snapshot restore`" + `
+the last compaction (revisions, versions, leases), the leases with their TTLs,
+the compaction revision and the auth state (users with their password hashes,
+roles, whether auth is enabled, the auth revision), followed by its SHA-256. ` + "`etcdctl snapshot restore`" + `
 (etcd 3.4 and later) turns it into a data directory that etcd serves at the
 same revision. FILE must not exist; it appears only once complete. See
 docs/migration.md, "Going back".`,

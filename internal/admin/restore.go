@@ -55,7 +55,9 @@ revisions: clients' revisions and watches carry on. It checks the file
 before it writes anything, refuses a db_path that already holds files, and
 streams the file into the database in batches. A restore that is killed
 leaves a database that strata serve refuses to open; remove it and run
-again. etcd's users, roles and member list are not restored. The result is
+again. etcd's auth state (users with their password hashes, roles with
+their permissions, whether auth is enabled, the auth revision) comes too;
+its member list does not. The result is
 a database for a single server (strata serve without a [cluster] section),
 at the file's revision. See docs/migration.md.`,
 		Example: `  ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:2379 snapshot save backup.snap
@@ -215,10 +217,14 @@ func removeRestored(dir string, existed bool) {
 	}
 }
 
-// authNote says what of etcd's auth store a restore left behind.
+// authNote says what of etcd's auth state a restore carried over.
 func authNote(rep etcdfile.Report) string {
 	if !rep.AuthEnabled && rep.AuthUsers == 0 && rep.AuthRoles == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; not restored: etcd auth (enabled: %t, %d users, %d roles), which Strata does not serve", rep.AuthEnabled, rep.AuthUsers, rep.AuthRoles)
+	state := "disabled"
+	if rep.AuthEnabled {
+		state = "enabled"
+	}
+	return fmt.Sprintf("; auth %s, %d users, %d roles", state, rep.AuthUsers, rep.AuthRoles)
 }

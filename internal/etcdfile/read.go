@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -175,8 +176,8 @@ func (f *File) Close() error { return f.db.Close() }
 // Report is what Load found besides what it loaded.
 type Report struct {
 	Versions, Leases int64
-	// AuthEnabled, AuthUsers and AuthRoles describe the file's auth
-	// store, which is not loaded.
+	// AuthEnabled, AuthUsers and AuthRoles describe the auth state
+	// loaded from the file's auth, authUsers and authRoles buckets.
 	AuthEnabled          bool
 	AuthUsers, AuthRoles int
 }
@@ -217,6 +218,9 @@ func (f *File) Load(l *mvcc.Loader, opts mvcc.Options, progress func(int64)) (s 
 		}); err != nil {
 			return nil, rep, err
 		}
+	}
+	if rep.AuthEnabled, rep.AuthUsers, rep.AuthRoles, err = loadAuth(tx, l, note); err != nil {
+		return nil, rep, err
 	}
 	last := int64(1)
 	if err := tx.Bucket(bucketKey).ForEach(func(k, v []byte) error {
@@ -259,16 +263,40 @@ func (f *File) Load(l *mvcc.Loader, opts mvcc.Options, progress func(int64)) (s 
 	// etcd's current revision after a restart: its last version's, or the
 	// compaction's if that is later.
 	h.Rev = max(last, h.CompactScheduled)
-	if auth := tx.Bucket(bucketAuth); auth != nil {
-		v := auth.Get(authEnabled)
-		rep.AuthEnabled = len(v) == 1 && v[0] == 1
-	}
-	if b := tx.Bucket(bucketAuthUsers); b != nil {
-		rep.AuthUsers = b.Stats().KeyN
-	}
-	if b := tx.Bucket(bucketAuthRoles); b != nil {
-		rep.AuthRoles = b.Stats().KeyN
-	}
 	s, err = l.Finish(h, opts)
 	return s, rep, err
+}
+
+// loadAuth feeds l the auth state of the file (its users and roles with
+// their bcrypt password hashes and permissions, the enabled flag and the
+// auth revision) as the aux writes the auth package maps it to.
+func loadAuth(tx *bolt.Tx, l *mvcc.Loader, note func(k, v []byte)) (enabled bool, users, roles int, err error) {
+	st := auth.EtcdState{Users: map[string][]byte{}, Roles: map[string][]byte{}}
+	if b := tx.Bucket(bucketAuth); b != nil {
+		st.Enabled, st.Revision = bytes.Clone(b.Get(authEnabled)), bytes.Clone(b.Get(authRevision))
+	}
+	for _, c := range []struct {
+		bucket []byte
+		to     map[string][]byte
+	}{{bucketAuthUsers, st.Users}, {bucketAuthRoles, st.Roles}} {
+		if b := tx.Bucket(c.bucket); b != nil {
+			if err := b.ForEach(func(k, v []byte) error {
+				note(k, v)
+				c.to[string(k)] = bytes.Clone(v)
+				return nil
+			}); err != nil {
+				return false, 0, 0, err
+			}
+		}
+	}
+	writes, err := auth.FromEtcd(st)
+	if err != nil {
+		return false, 0, 0, fmt.Errorf("etcdfile: %w", err)
+	}
+	for _, w := range writes {
+		if err := l.Aux(w.Key, w.Value); err != nil {
+			return false, 0, 0, err
+		}
+	}
+	return bytes.Equal(st.Enabled, []byte{1}), len(st.Users), len(st.Roles), nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -23,7 +24,7 @@ const writeTxnKeys = 10000
 // WriteSnapshot writes the store, as of one consistent point, to path as
 // etcd's `etcdctl snapshot save` would: a bbolt file with etcd's buckets
 // (every version since the last compaction, the leases, the compaction
-// revisions) followed by its SHA-256. It writes path's sibling
+// revisions, the auth state: users, roles, enabled flag, auth revision) followed by its SHA-256. It writes path's sibling
 // path+".part" and renames it at the end, so a failed or killed run leaves
 // no file at path; path must not exist. It returns the Export it wrote.
 // progress, if not nil, is told the bytes of each key and value written.
@@ -81,11 +82,7 @@ func writeBolt(s *mvcc.Store, path string, progress func(int64)) (exp mvcc.Expor
 				return err
 			}
 		}
-		auth := tx.Bucket(bucketAuth)
-		if err := auth.Put(authEnabled, []byte{0}); err != nil {
-			return err
-		}
-		return auth.Put(authRevision, binary.BigEndian.AppendUint64(nil, 1))
+		return nil
 	}); err != nil {
 		return exp, fmt.Errorf("etcdfile: %w", err)
 	}
@@ -145,6 +142,9 @@ func writeBolt(s *mvcc.Store, path string, progress func(int64)) (exp mvcc.Expor
 				return err
 			}
 		}
+		if err := writeAuth(tx, exp.Aux); err != nil {
+			return err
+		}
 		meta := tx.Bucket(bucketMeta)
 		if exp.CompactScheduled >= 0 {
 			if err := meta.Put(metaScheduledCompact, appendRev(nil, exp.CompactScheduled, 0, false)); err != nil {
@@ -163,6 +163,32 @@ func writeBolt(s *mvcc.Store, path string, progress func(int64)) (exp mvcc.Expor
 		return exp, fmt.Errorf("etcdfile: write %s: %w", path, err)
 	}
 	return exp, nil
+}
+
+// writeAuth writes the store's auth state (the aux writes the auth
+// package maps to etcd's buckets): the enabled flag, the auth revision,
+// each user and each role.
+func writeAuth(tx *bolt.Tx, aux []mvcc.AuxWrite) error {
+	st, err := auth.ToEtcd(aux)
+	if err != nil {
+		return err
+	}
+	b := tx.Bucket(bucketAuth)
+	if err := errors.Join(b.Put(authEnabled, st.Enabled), b.Put(authRevision, st.Revision)); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		bucket []byte
+		from   map[string][]byte
+	}{{bucketAuthUsers, st.Users}, {bucketAuthRoles, st.Roles}} {
+		b := tx.Bucket(c.bucket)
+		for name, v := range c.from {
+			if err := b.Put([]byte(name), v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // appendSHA256 appends the SHA-256 of the file's contents to it and
