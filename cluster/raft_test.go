@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratadb/strata/internal/testport"
 )
 
 // kvSM is a deterministic toy state machine: "put k v" sets k and returns
@@ -121,7 +122,7 @@ type testCluster struct {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := testport.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}

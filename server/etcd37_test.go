@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/stratadb/strata/internal/testport"
 )
 
 // startEtcd37 starts etcd 3.7 (embed, the version in go.mod) in the
@@ -50,7 +51,7 @@ func startEtcd37(t testing.TB, set ...func(*embed.Config)) *clientv3.Client {
 // loopbackURL returns an http URL on a loopback port free a moment ago.
 func loopbackURL(t testing.TB) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := testport.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/testport"
 )
 
 // testConfig is a server configuration on a temporary directory and a
@@ -18,7 +19,7 @@ func testConfig(t testing.TB) *config.Config {
 	t.Helper()
 	cfg := config.ServeDefault()
 	cfg.DBPath = t.TempDir()
-	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.Listen = testport.Addr(t)
 	cfg.Server.MemoryBudgetMB = 16
 	return cfg
 }

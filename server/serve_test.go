@@ -20,6 +20,7 @@ import (
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/admin"
+	"github.com/stratadb/strata/internal/testport"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -48,7 +49,7 @@ var servingLine = regexp.MustCompile(`serving etcd v2 and v3 APIs on https?://(\
 func TestServeSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serveChildEnv+"=serve\n--db\n"+dir+"\n--listen\n127.0.0.1:0")
+	cmd.Env = append(os.Environ(), serveChildEnv+"=serve\n--db\n"+dir+"\n--listen\n"+testport.Addr(t))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/stratadb/strata/internal/admin"
+	"github.com/stratadb/strata/internal/testport"
 )
 
 // childEnv makes the test binary run `strata` with the arguments in it
@@ -65,7 +65,7 @@ type procCluster struct {
 // freeAddr returns a loopback address with a port free right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := testport.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/testport"
 )
 
 // lockedBuffer is a bytes.Buffer the serve command writes while the test
@@ -42,7 +43,7 @@ func serveAndReadGoMemoryLimit(t *testing.T, serverLines string) (int64, string)
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "strata.toml")
-	file := fmt.Sprintf("db_path = %q\n[server]\nlisten = \"127.0.0.1:0\"\n%s\n", filepath.Join(dir, "db"), serverLines)
+	file := fmt.Sprintf("db_path = %q\n[server]\nlisten = %q\n%s\n", filepath.Join(dir, "db"), testport.Addr(t), serverLines)
 	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}

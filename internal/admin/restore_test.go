@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/testport"
 	"github.com/stratadb/strata/server"
 )
 
@@ -22,7 +23,7 @@ func startServe(t *testing.T, dir string) (*server.Server, *clientv3.Client) {
 	t.Helper()
 	cfg := config.ServeDefault()
 	cfg.DBPath = dir
-	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.Listen = testport.Addr(t)
 	cfg.Server.MemoryBudgetMB = 16
 	s, err := server.Start(cfg, server.Options{})
 	if err != nil {

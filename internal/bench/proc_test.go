@@ -2,6 +2,8 @@ package bench
 
 import (
 	"testing"
+
+	"github.com/stratadb/strata/internal/testport"
 )
 
 func TestFreePorts(t *testing.T) {
@@ -13,8 +15,8 @@ func TestFreePorts(t *testing.T) {
 		t.Errorf("ports %v: want 3 distinct", ps)
 	}
 	for _, p := range ps {
-		if p < lowPort || p > highPort {
-			t.Errorf("port %d: want %d-%d, below the ephemeral range", p, lowPort, highPort)
+		if p < testport.Low || p > testport.High {
+			t.Errorf("port %d: want %d-%d, below the ephemeral range", p, testport.Low, testport.High)
 		}
 	}
 }

@@ -1,0 +1,50 @@
+// Package testport picks loopback addresses for servers under test, with
+// ports below 32768:
+//
+//	addr := testport.Addr(t) // "127.0.0.1:2xxxx", free a moment ago
+//	cfg.Server.Listen = addr
+//
+// Linux hands out ports from 32768 up (ip_local_port_range) to every
+// client socket on the machine, so a port the kernel picked for a test
+// server (":0") or one found free there can be taken by any outgoing
+// connection before the server binds it, and servers under test on this
+// project's machines must stay out of that range anyway. Ports here come
+// from 20000-32767 at random; another process may still take one between
+// the check and the bind, and the server then fails to start and says so.
+package testport
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"testing"
+)
+
+// The range ports are picked from: below the kernel's ephemeral ports.
+const (
+	Low  = 20000
+	High = 32767
+)
+
+// Listen returns a listener on 127.0.0.1 at a port in [Low, High].
+func Listen() (net.Listener, error) {
+	for range 1000 {
+		port := Low + rand.IntN(High-Low+1)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("testport: no free loopback port in %d-%d after 1000 tries", Low, High)
+}
+
+// Addr returns "127.0.0.1:PORT" with a port in [Low, High] that was free
+// a moment ago; it fails tb if none is found.
+func Addr(tb testing.TB) string {
+	tb.Helper()
+	l, err := Listen()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
