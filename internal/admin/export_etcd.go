@@ -1,37 +1,20 @@
 package admin
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/etcdfile"
 	"github.com/stratadb/strata/mvcc"
 )
 
 // exportEtcdOptions are the options of export-etcd.
-type exportEtcdOptions struct {
-	global   *globalOptions
-	file     string
-	progress cli.Progress
-}
-
-// AddFlags registers export-etcd's flags.
-func (o *exportEtcdOptions) AddFlags(fs *pflag.FlagSet) {
-	cli.AddProgressFlag(fs, &o.progress, "progress bar on stderr, `MODE` auto (when stderr is a terminal and not --verbose), always or never")
-}
-
-// Validate takes the FILE argument and checks the flags.
-func (o *exportEtcdOptions) Validate(cmd *cobra.Command, args []string) error {
-	o.file = args[0]
-	return errors.Join(cli.NonEmpty(cmd, "FILE", o.file), o.progress.Validate())
-}
+type exportEtcdOptions struct{ fileOptions }
 
 func newExportEtcdCommand(g *globalOptions) *cobra.Command {
-	o := &exportEtcdOptions{global: g}
+	o := &exportEtcdOptions{fileOptions{global: g}}
 	return cli.Command(&cobra.Command{
 		Use:   "export-etcd FILE",
 		Short: "Write the database as an etcd snapshot, for etcdctl snapshot restore",

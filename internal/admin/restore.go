@@ -19,26 +19,30 @@ import (
 	"github.com/stratadb/strata/mvcc"
 )
 
-// restoreOptions are the options of restore.
-type restoreOptions struct {
+// fileOptions are the options of a command that reads or writes one FILE
+// with a progress bar (restore, export-etcd).
+type fileOptions struct {
 	global   *globalOptions
 	file     string
 	progress cli.Progress
 }
 
-// AddFlags registers restore's flags.
-func (o *restoreOptions) AddFlags(fs *pflag.FlagSet) {
+// AddFlags registers the progress flag.
+func (o *fileOptions) AddFlags(fs *pflag.FlagSet) {
 	cli.AddProgressFlag(fs, &o.progress, "progress bar on stderr, `MODE` auto (when stderr is a terminal and not --verbose), always or never")
 }
 
 // Validate takes the FILE argument and checks the flags.
-func (o *restoreOptions) Validate(cmd *cobra.Command, args []string) error {
+func (o *fileOptions) Validate(cmd *cobra.Command, args []string) error {
 	o.file = args[0]
 	return errors.Join(cli.NonEmpty(cmd, "FILE", o.file), o.progress.Validate())
 }
 
+// restoreOptions are the options of restore.
+type restoreOptions struct{ fileOptions }
+
 func newRestoreCommand(g *globalOptions) *cobra.Command {
-	o := &restoreOptions{global: g}
+	o := &restoreOptions{fileOptions{global: g}}
 	return cli.Command(&cobra.Command{
 		Use:   "restore FILE",
 		Short: "Create a server's database from a Strata backup, an etcd snapshot or an etcd member's db file",
