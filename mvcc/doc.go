@@ -61,19 +61,9 @@
 //     atomically with each; Store.AppliedIndex is where to resume. See
 //     Entry.
 //
-// Errors are sentinels to test with errors.Is; those etcd has map one to
-// one onto its rpctypes: ErrCompacted (ErrGRPCCompacted), ErrFutureRev
-// (ErrGRPCFutureRev), ErrEmptyKey (ErrGRPCEmptyKey), ErrKeyNotFound
-// (ErrGRPCKeyNotFound), ErrValueProvided, ErrLeaseProvided,
-// ErrDuplicateKeyInTxn (ErrGRPCDuplicateKey), ErrLeaseNotFound
-// (ErrGRPCLeaseNotFound), ErrLeaseExists (ErrGRPCLeaseExist),
-// ErrLeaseTTLTooLarge (ErrGRPCLeaseTTLTooLarge); ErrEmptyWatchRange is
-// etcd's "watcher range is empty", which its gRPC layer sends as a
-// canceled watch. The others (ErrKeyTooLarge,
-// ErrValueTooLarge, ErrInvalidRange, ErrInvalidTxn, ErrInvalidLease) are
-// bad arguments (InvalidArgument; etcd's own limits are the server's
-// request size limits); ErrClosed, ErrCorrupt and a failed store are
-// internal errors.
+// Errors are sentinels to test with errors.Is. Which of them is a
+// request's own fault, and the etcd gRPC error each becomes, is written
+// once, in the server's error table (server/errors.go).
 //
 // # Durability and group commit
 //

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -151,7 +150,7 @@ func decodeCommand(cmd []byte) (*pb.InternalRaftRequest, *applyResult) {
 // result sorts apply's outcome: a response or the command's own error is
 // the result, any other error the store's.
 func result(resp proto.Message, err error) (any, error) {
-	if err != nil && !commandError(err) {
+	if err != nil && stopsNode(err) {
 		return nil, err
 	}
 	return &applyResult{resp: resp, err: err}, nil
@@ -208,23 +207,6 @@ func (a *applier) leaseRevoke(index uint64, r *pb.LeaseRevokeRequest) (*pb.Lease
 		return nil, err
 	}
 	return &pb.LeaseRevokeResponse{Header: header(rev)}, nil
-}
-
-// commandError reports whether err is the command's own fault (the
-// client gets it) rather than the store's (the node stops).
-func commandError(err error) bool {
-	for _, target := range []error{
-		mvcc.ErrCompacted, mvcc.ErrFutureRev, mvcc.ErrEmptyKey, mvcc.ErrKeyTooLarge,
-		mvcc.ErrInvalidRange, mvcc.ErrValueTooLarge, mvcc.ErrDuplicateKeyInTxn, mvcc.ErrInvalidTxn,
-		mvcc.ErrKeyNotFound, mvcc.ErrValueProvided, mvcc.ErrLeaseProvided, mvcc.ErrLeaseNotFound,
-		mvcc.ErrLeaseExists, mvcc.ErrLeaseTTLTooLarge, mvcc.ErrInvalidLease, mvcc.ErrAlreadyApplied,
-		errInvalid, errUnsupported, errValueTooLarge,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return auth.IsError(err)
 }
 
 func (a *applier) put(w entryWriter, r *pb.PutRequest) (*pb.PutResponse, error) {

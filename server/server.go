@@ -77,7 +77,9 @@ type Server struct {
 	streams       context.Context
 	cancelStreams context.CancelFunc
 
-	reqID     atomic.Uint64
+	// leaseIDs chooses the IDs of leases granted without one, before
+	// proposing, so every member applies the same (etcd's idutil).
+	leaseIDs  atomic.Uint64
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -153,7 +155,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	// etcd's idutil: the member ID's low 16 bits, the start time in ms,
 	// then a counter, so IDs stay unique across restarts.
-	s.reqID.Store(s.ids.MemberID&0xffff<<48 | uint64(time.Now().UnixMilli())&(1<<40-1)<<8)
+	s.leaseIDs.Store(s.ids.MemberID&0xffff<<48 | uint64(time.Now().UnixMilli())&(1<<40-1)<<8)
 	s.streams, s.cancelStreams = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.lease = newLessor(s)
@@ -234,7 +236,8 @@ func (s *Server) readBarrier(ctx context.Context) error {
 func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error) {
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
-	r.Header = &pb.RequestHeader{ID: s.reqID.Add(1)}
+	// The command carries no request ID of its own: the Node tags the
+	// proposal with the one ID its proposer waits on.
 	if err := s.auth.SetUser(ctx, r); err != nil {
 		return nil, err
 	}
