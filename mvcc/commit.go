@@ -74,22 +74,13 @@ func (s *Store) beginWrite(index uint64) (*writeTxn, error) {
 	return &writeTxn{s: s, index: index, begin: s.lastRev}, nil
 }
 
-// lockWrite starts a write of log index index: by itself under writeMu
-// (b nil), or staged in b, which holds writeMu already. On error nothing
-// is held.
+// lockWrite starts a write of log index index staged in b, taking writeMu
+// for b if it does not hold it yet (b keeps it until Commit).
 func (s *Store) lockWrite(b *Batch, index uint64) (*writeTxn, error) {
-	if b == nil {
-		s.writeMu.Lock()
-		t, err := s.beginWrite(index)
-		if err != nil {
-			s.writeMu.Unlock()
-			return nil, err
-		}
-		return t, nil
-	}
 	if err := b.check(index); err != nil {
 		return nil, err
 	}
+	b.lock()
 	t, err := s.beginWrite(index)
 	if err != nil {
 		return nil, err
@@ -190,7 +181,7 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 		}
 		return resp, nil
 	}
-	if len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 && len(t.aux) == 0 {
+	if t.empty() {
 		p := s.tail()
 		s.writeMu.Unlock()
 		if p != nil {
@@ -213,6 +204,12 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 		return TxnResponse{}, err
 	}
 	return resp, nil
+}
+
+// empty reports whether the txn has nothing to commit: no write, no
+// index, no lease or aux change.
+func (t *writeTxn) empty() bool {
+	return len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 && len(t.aux) == 0
 }
 
 // scratch holds a key and a value buffer that writes reuse (the engine
@@ -397,34 +394,4 @@ func (s *Store) failure() error {
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
 	return s.failed
-}
-
-// skipOnError returns err, a rejected request, after recording index as
-// applied: a log entry that fails deterministically is applied too.
-func (s *Store) skipOnError(index uint64, err error) error {
-	return s.skipOnErrorIn(nil, index, err)
-}
-
-// skipOnErrorIn is skipOnError for a write staged in b (nil: by itself).
-func (s *Store) skipOnErrorIn(b *Batch, index uint64, err error) error {
-	if index == 0 {
-		return err
-	}
-	if serr := s.skipIn(b, index); serr != nil {
-		return serr
-	}
-	return err
-}
-
-// skip records index as applied with no other change.
-func (s *Store) skip(index uint64) error { return s.skipIn(nil, index) }
-
-// skipIn is skip for a write staged in b (nil: by itself).
-func (s *Store) skipIn(b *Batch, index uint64) error {
-	t, err := s.lockWrite(b, index)
-	if err != nil {
-		return err
-	}
-	_, err = t.finish(TxnResponse{})
-	return err
 }

@@ -95,7 +95,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 			return nil, toGRPC(err)
 		}
 		err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckTxn(ai, k.s.leaseKeys, r) },
-			func() (err error) { out, err = k.s.apply.txn(0, r); return err })
+			func() (err error) { out, err = runTxn(r, k.s.store.Txn); return err })
 		if err != nil {
 			return nil, toGRPC(err)
 		}

@@ -9,8 +9,6 @@ import (
 	"go.etcd.io/etcd/api/v3/version"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/stratadb/strata/cluster"
 )
 
 // maintenanceServer is etcd's Maintenance service: Status and Alarm, what
@@ -133,24 +131,15 @@ func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*p
 }
 
 // MoveLeader hands the leadership to another member (`etcdctl
-// move-leader`), when asked of the leader; see cluster.LeaderMover. It
+// move-leader`), when asked of the leader; see cluster.Node. It
 // waits up to the request timeout for the transferee to lead.
 func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
 	if err := m.s.auth.RequireAdmin(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	mv, ok := m.s.node.(cluster.LeaderMover)
-	if !ok {
-		// A single member leads already: as etcd's single member, it
-		// accepts a move to itself, and refuses any other transferee.
-		if r.TargetID != m.s.node.Status().MemberID {
-			return nil, toGRPC(cluster.ErrBadLeaderTransferee)
-		}
-		return &pb.MoveLeaderResponse{Header: m.s.fill(nil)}, nil
-	}
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
-	if err := mv.MoveLeader(ctx, r.TargetID); err != nil {
+	if err := m.s.node.MoveLeader(ctx, r.TargetID); err != nil {
 		return nil, toGRPC(err)
 	}
 	return &pb.MoveLeaderResponse{Header: m.s.fill(nil)}, nil
