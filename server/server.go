@@ -225,10 +225,14 @@ func (s *Server) setServeErr(err error) {
 var requestTimeout = 7 * time.Second
 
 // readBarrier waits until a linearizable read may be served here.
-func (s *Server) readBarrier(ctx context.Context) error {
+func (s *Server) readBarrier(ctx context.Context) error { return awaitReadable(ctx, s.node) }
+
+// awaitReadable waits, at most the request timeout, until node has
+// applied every write committed before the call.
+func awaitReadable(ctx context.Context, node cluster.Node) error {
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
-	return s.node.ReadBarrier(ctx)
+	return node.ReadBarrier(ctx)
 }
 
 // propose sends a write through the apply path and returns its etcd
@@ -259,15 +263,29 @@ func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.
 	return ar.resp, ar.err
 }
 
-// fill completes a response header with the member's identity.
-func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
+// memberHeader completes response headers with the member's identity
+// (etcd's v3rpc header): every service holds one.
+type memberHeader struct {
+	node  interface{ Status() cluster.Status }
+	store interface{ Rev() int64 }
+}
+
+// fill completes h with the member's identity; a nil h is a header at
+// the store's current revision.
+func (m memberHeader) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
 	if h == nil {
-		h = &pb.ResponseHeader{Revision: s.store.Rev()}
+		h = &pb.ResponseHeader{Revision: m.store.Rev()}
 	}
-	st := s.node.Status()
+	st := m.node.Status()
 	h.ClusterId, h.MemberId, h.RaftTerm = st.ClusterID, st.MemberID, st.Term
 	return h
 }
+
+// header returns the services' memberHeader.
+func (s *Server) header() memberHeader { return memberHeader{node: s.node, store: s.store} }
+
+// fill is memberHeader.fill.
+func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader { return s.header().fill(h) }
 
 // deriveIDs hashes the absolute db_path into stable, non-zero IDs.
 func deriveIDs(dbPath string) IDs {
