@@ -247,6 +247,10 @@ func (b *Batch) Commit() error {
 		}
 		return nil
 	}
-	b.locked = false // commitLocked releases writeMu
-	return s.commitLocked(b.eb, b.pend...)
+	err := s.enqueueLocked(b.eb, b.pend)
+	b.unlock()
+	if err != nil {
+		return err
+	}
+	return s.awaitPublished(b.eb, b.pend)
 }

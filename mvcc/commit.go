@@ -200,7 +200,14 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	if err != nil {
 		return TxnResponse{}, t.abort(err)
 	}
-	if err := s.commitLocked(b, p); err != nil {
+	// writeMu was taken by the caller (lease.go's grant and revoke): it
+	// is released here, between the engine commit and the sync wait.
+	err = s.enqueueLocked(b, []*pending{p})
+	s.writeMu.Unlock()
+	if err == nil {
+		err = s.awaitPublished(b, []*pending{p})
+	}
+	if err != nil {
 		return TxnResponse{}, err
 	}
 	return resp, nil
@@ -253,13 +260,14 @@ func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 	return p, nil
 }
 
-// commitLocked commits eb, which holds the writes of ps (in revision
-// order, at least one), with the store's revision and applied index as of
-// the last of them, so after a crash either all of ps are in storage or
-// none. Then it queues ps, releases writeMu, waits for the WAL sync and
-// publishes, and returns once the last of ps is published. The caller
-// holds writeMu; on error the store has failed.
-func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
+// enqueueLocked commits eb, which holds the writes of ps (in revision
+// order, at least one), to the engine without waiting for the WAL sync,
+// with the store's revision and applied index as of the last of them, so
+// after a crash either all of ps are in storage or none; then it queues
+// ps for publication. The caller holds writeMu, releases it, and then
+// calls awaitPublished: writers that come meanwhile share the sync. On
+// error the store has failed.
+func (s *Store) enqueueLocked(eb *engine.Batch, ps []*pending) error {
 	var rev int64
 	var index uint64
 	for _, p := range ps {
@@ -275,13 +283,10 @@ func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 		err = eb.CommitNoSyncWait()
 	}
 	if err != nil {
-		err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
-		s.writeMu.Unlock()
-		return err
+		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
 	}
-	var syncErr error
 	if s.opts.hooks.syncUnderLock {
-		syncErr = eb.SyncWait()
+		ps[len(ps)-1].err = eb.SyncWait()
 	}
 	if rev != 0 {
 		s.lastRev = rev
@@ -296,8 +301,14 @@ func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 	s.pubMu.Lock()
 	s.queue = append(s.queue, ps...)
 	s.pubMu.Unlock()
-	s.writeMu.Unlock()
+	return nil
+}
 
+// awaitPublished waits for the WAL sync of eb, which enqueueLocked
+// committed with ps, publishes what is synced, and returns once the last
+// of ps is published. The caller no longer holds writeMu.
+func (s *Store) awaitPublished(eb *engine.Batch, ps []*pending) error {
+	syncErr := ps[len(ps)-1].err // set by the syncUnderLock hook
 	if err := eb.SyncWait(); err != nil {
 		syncErr = err
 	}
@@ -307,6 +318,7 @@ func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 	}
 	s.publishLocked()
 	s.pubMu.Unlock()
+	last := ps[len(ps)-1]
 	<-last.done
 	return last.err
 }
@@ -381,17 +393,14 @@ func (s *Store) drainLocked() {
 
 // fail records the store's first failure and returns it.
 func (s *Store) fail(err error) error {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	if s.failed == nil {
-		s.failed = err
-	}
-	return s.failed
+	s.failed.CompareAndSwap(nil, &err)
+	return *s.failed.Load()
 }
 
 // failure returns the store's failure, nil if none.
 func (s *Store) failure() error {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	return s.failed
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -56,10 +56,11 @@
 //   - Auth state (etcd's auth buckets): Entry.WriteAux writes the layer
 //     above's small values in the aux key space (no revision, no watch
 //     event), Store.ReadAux reads them by prefix; snapshots carry them.
-//   - A replicated log: Store.Entry(index) returns the same writes (Txn,
-//     Compact, GrantLease, RevokeLease, WriteAux, Skip) recording the log index
-//     atomically with each; Store.AppliedIndex is where to resume. See
-//     Entry.
+//   - A replicated log: Batch stages the writes of many log entries
+//     (Txn, Skip) in one engine commit recording the last index; a write
+//     by itself is a batch of one, and Store.Entry(index) is that for the
+//     writes that are never staged (Compact, GrantLease, RevokeLease,
+//     WriteAux). Store.AppliedIndex is where to resume. See Batch.
 //
 // Errors are sentinels to test with errors.Is. Which of them is a
 // request's own fault, and the etcd gRPC error each becomes, is written

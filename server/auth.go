@@ -78,10 +78,12 @@ type authServer struct {
 	hdr  memberHeader
 }
 
-// proposer is the apply path as the Auth service uses it; *Server
+// proposer is the apply path as the Auth and KV services use it; *Server
 // implements it.
 type proposer interface {
+	// propose sends a write through the apply path (Server.propose).
 	propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error)
+	// readBarrier waits until a linearizable read may be served here.
 	readBarrier(ctx context.Context) error
 }
 

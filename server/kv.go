@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/mvcc"
@@ -25,10 +24,8 @@ type kvServer struct {
 // raftKV is the KV service's way to the data (etcd's etcdserver.RaftKV);
 // *Server implements it.
 type raftKV interface {
-	// propose sends a write through the apply path (Server.propose).
-	propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error)
-	// readBarrier waits until a linearizable read may be served here.
-	readBarrier(ctx context.Context) error
+	// proposer: writes through the apply path, and the read barrier.
+	proposer
 	// rangeKV serves a Range, rangeStream a streamed one, readTxn a Txn
 	// without writes: reads of the local store.
 	rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error)
