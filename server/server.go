@@ -100,7 +100,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if cfg.Cluster.Enabled() {
 		// The raft log, fsynced on a majority before an entry applies, is
 		// the durable record; the store syncs before the log is truncated
-		// (applier.SyncState). See docs/cluster.md.
+		// (applier.Sync). See docs/cluster.md.
 		engineCfg = cfg.Clone()
 		engineCfg.Sync = false
 	}
