@@ -46,8 +46,9 @@ type pending struct {
 type writeTxn struct {
 	s     *Store
 	index uint64
-	// b is the Batch the write is staged in, nil for a write committed by
-	// itself.
+	// b is the Batch the write is staged in; nil only for a lease grant
+	// or revocation (lease.go), which takes writeMu itself and commits by
+	// itself in finish.
 	b *Batch
 	// begin is the revision before the write (the last assigned).
 	begin int64
