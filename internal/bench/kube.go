@@ -7,8 +7,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -630,6 +632,19 @@ func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64
 	}
 }
 
+// pinProcess moves every thread of process pid onto cpus (taskset -a -p
+// -c), whose threads started later inherit; "" does nothing.
+func pinProcess(cpus string, pid int) error {
+	if cpus == "" {
+		return nil
+	}
+	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: pinning the server (pid %d) to CPUs %q: %w: %s", ErrKubeLoad, pid, cpus, err, out)
+	}
+	return nil
+}
+
 // dirBytes is the size of the files under dir.
 func dirBytes(dir string) int64 {
 	var n int64
@@ -659,6 +674,12 @@ type KubeOptions struct {
 	Load KubeLoad
 	// QuotaBytes is etcd's backend quota, raised to fit the load.
 	QuotaBytes int64
+	// PinServer, a CPU list in taskset's -c form ("0"), moves every
+	// thread of each server onto those CPUs once it has started (and
+	// again after its restart); "" leaves them where they are. The load,
+	// which runs in this process, is pinned by running the benchmark
+	// under taskset -c on other CPUs.
+	PinServer string
 	// Progress receives progress lines.
 	Progress io.Writer
 }
@@ -716,6 +737,9 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 			err = serr
 		}
 	}()
+	if err := pinProcess(o.PinServer, s.PID()); err != nil {
+		return smp, err
+	}
 	smp = KubeSample{Kind: k, Name: s.Name}
 	load := o.Load
 	load.Endpoint = s.Endpoint
@@ -742,7 +766,7 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 	if smp.RSSBytes, _, err = s.RSS(); err != nil {
 		return smp, err
 	}
-	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods)
+	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods, o.PinServer)
 	return smp, err
 }
 
