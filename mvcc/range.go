@@ -163,6 +163,11 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 		if err != nil {
 			return RangeResult{}, err
 		}
+		if opts.Charge != nil {
+			if err := opts.Charge(len(rec.key) + len(rec.value)); err != nil {
+				return RangeResult{}, err
+			}
+		}
 		kv := KeyValue{CreateRevision: h.keyRev.Create, ModRevision: h.keyRev.Mod.Main, Version: h.keyRev.Version, Lease: rec.lease}
 		kv.Key, kv.Value = ar.copy(rec.key, rec.value, len(hits)-n)
 		res.KVs[i] = kv
