@@ -44,6 +44,11 @@ type RangeOptions struct {
 	// reader of a large range in chunks, each from where the last ended,
 	// would otherwise count the rest of the range for every chunk.
 	SkipCount bool
+	// Charge, if not nil, is told the size of each record's key and value
+	// before a Range of several records copies it out of storage; an
+	// error from it ends the Range with that error, so that a caller can
+	// bound the memory a large Range takes before it has taken it.
+	Charge func(bytes int) error
 }
 
 // RangeResult is what Range returns.

@@ -29,6 +29,10 @@ type raftKV interface {
 	// rangeKV serves a Range, rangeStream a streamed one, readTxn a Txn
 	// without writes: reads of the local store.
 	rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error)
+	// rangeGated is rangeKV through the big-Range gate; holdRange keeps
+	// a big Range's token (release) until gRPC has sent resp.
+	rangeGated(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, func(), error)
+	holdRange(ctx context.Context, resp *pb.RangeResponse, release func())
 	rangeStream(ctx context.Context, r *pb.RangeRequest, send func(*pb.RangeResponse) error) error
 	readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error)
 	// checkValue enforces server.max_value_bytes.
@@ -41,27 +45,46 @@ var _ raftKV = (*Server)(nil)
 
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	var resp *pb.RangeResponse
+	var release func()
 	err := k.auth.Serve(ctx, func(ai *auth.Info) error { return k.auth.CheckRange(ai, r.Key, r.RangeEnd) },
-		func() (err error) { resp, err = k.kv.rangeKV(ctx, r); return err })
+		func() (err error) { resp, release, err = k.kv.rangeGated(ctx, r); return err })
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, toGRPC(err)
 	}
 	k.hdr.fill(resp.Header)
+	k.kv.holdRange(ctx, resp, release)
 	return resp, nil
 }
 
 // rangeKV serves a Range: the v3 API and the v2 GET share it.
 func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	resp, release, err := s.rangeGated(ctx, r)
+	if release != nil {
+		release()
+	}
+	return resp, err
+}
+
+// rangeGated is rangeKV through the server's rangeGate: a big Range's
+// release, not nil, gives its token back.
+func (s *Server) rangeGated(ctx context.Context, r *pb.RangeRequest) (resp *pb.RangeResponse, release func(), err error) {
 	key, end, opts, err := rangeOptions(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !r.Serializable {
 		if err := s.readBarrier(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return s.readRange(r, key, end, opts)
+	release, err = s.ranges.read(ctx, opts, func(o mvcc.RangeOptions) (err error) {
+		resp, err = s.readRange(r, key, end, o)
+		return err
+	})
+	return resp, release, err
 }
 
 // readRange reads a Range from the local store, with r's options

@@ -37,7 +37,9 @@ const streamWorkers = 64
 // content-type application/grpc to the gRPC server.
 func (s *Server) serve() error {
 	sc := s.cfg.Server
+	s.ranges = newRangeGate()
 	gopts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newRangeCodec(s.ranges)),
 		grpc.MaxRecvMsgSize(int(sc.MaxRequestBytes) + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(uint32(sc.MaxConcurrentStreams)),

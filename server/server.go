@@ -71,6 +71,8 @@ type Server struct {
 	// failed is closed when serveEr is set: serving stopped by itself.
 	failed  chan struct{}
 	metrics *metrics
+	// ranges bounds the memory of big Ranges (rangelimit.go).
+	ranges *rangeGate
 
 	// streams is cancelled at shutdown: it ends watch and lease
 	// keep-alive streams, which would otherwise never finish.

@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,8 @@ type benchKubeOptions struct {
 	quota        int64
 	timeout      time.Duration
 	endpoint     string
+	plot         string
+	pinServer    string
 }
 
 // AddFlags registers kube's flags.
@@ -39,6 +42,8 @@ func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.seed, "seed", 1, "workload seed")
 	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
 	fs.DurationVar(&o.timeout, "load-timeout", 30*time.Minute, "bound on each server's load")
+	fs.StringVar(&o.plot, "plot", "", "also draw the time line (puts/s and p99 per second, compactions marked) as SVG to `FILE`")
+	fs.StringVar(&o.pinServer, "pin-server", "", "move each server's threads onto `CPUS` (taskset -c form, such as 0) once started; run the benchmark itself under taskset -c on other CPUs to pin the load")
 	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
 }
 
@@ -92,13 +97,10 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 		res := &bench.KubeRun{Options: bench.KubeOptions{Load: load}, Samples: []bench.KubeSample{{Name: o.endpoint, KubeResult: r}}}
-		if werr := res.Table().Write(cmd.OutOrStdout(), o.common.format); werr != nil {
-			return werr
-		}
-		return err
+		return errors.Join(err, o.write(cmd, res))
 	}
 	ko := bench.KubeOptions{
-		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, Progress: cmd.ErrOrStderr(),
+		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, PinServer: o.pinServer, Progress: cmd.ErrOrStderr(),
 		Load: load,
 	}
 	var cleanup func()
@@ -111,8 +113,28 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	if res == nil {
 		return runErr
 	}
-	if err := res.Table().Write(cmd.OutOrStdout(), o.common.format); err != nil {
+	return errors.Join(runErr, o.write(cmd, res))
+}
+
+// write prints res's tables and, with --plot, draws its time line.
+func (o *benchKubeOptions) write(cmd *cobra.Command, res *bench.KubeRun) error {
+	if err := res.WriteTables(cmd.OutOrStdout(), o.common.format); err != nil {
 		return err
 	}
-	return runErr
+	if o.plot == "" {
+		return nil
+	}
+	f, err := os.Create(o.plot)
+	if err != nil {
+		return fmt.Errorf("--plot %s: %w", o.plot, err)
+	}
+	if err := res.Plot(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--plot %s: %w", o.plot, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--plot %s: %w", o.plot, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "time line written to %s\n", o.plot)
+	return nil
 }

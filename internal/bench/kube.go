@@ -7,8 +7,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,9 @@ type KubeLoad struct {
 	// Sample is called once a second while the load runs (for the
 	// server's RSS and disk); nil skips it.
 	Sample func(t time.Duration) KubeGauge
+	// CPU returns the server's CPU seconds so far, read around the list;
+	// nil skips it.
+	CPU func() (float64, error)
 }
 
 // KubeGauge is what a sampler reads off the server each second.
@@ -65,9 +70,13 @@ type KubeSecond struct {
 	Phase string `json:"phase"`
 	// Puts is the number of pod writes completed in the second.
 	Puts int `json:"puts"`
+	// P99 is the 99th percentile latency of the pod writes completed in
+	// the second (0 with none).
+	P99 time.Duration `json:"p99_ns"`
 	// Compacting says a compaction was requested in this second or the
-	// nine before it.
-	Compacting bool `json:"compacting"`
+	// nine before it; CompactRequested that one was requested in it.
+	Compacting       bool `json:"compacting"`
+	CompactRequested bool `json:"compact_requested"`
 	KubeGauge
 }
 
@@ -94,6 +103,9 @@ type KubeResult struct {
 	// ListKeys the keys it returned.
 	ListSeconds float64
 	ListKeys    int
+	// ListCPUSeconds is the server's CPU time over the list (0 without
+	// KubeLoad.CPU).
+	ListCPUSeconds float64
 	// LastRevision is the store's revision at the end.
 	LastRevision int64
 	// Seconds is the load's time line.
@@ -187,12 +199,25 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 		return res, fmt.Errorf("%w: the watch delivered %d pod events, want %d", ErrKubeLoad, res.Events, want)
 	}
 
+	cpu := l.CPU
+	if cpu == nil {
+		cpu = func() (float64, error) { return 0, nil }
+	}
+	cpu0, err := cpu()
+	if err != nil {
+		return res, err
+	}
 	t0 := time.Now()
 	res.ListKeys, err = listAll(ctx, admin, "/registry/pods/", 500)
 	res.ListSeconds = time.Since(t0).Seconds()
 	if err != nil {
 		return res, err
 	}
+	cpu1, err := cpu()
+	if err != nil {
+		return res, err
+	}
+	res.ListCPUSeconds = cpu1 - cpu0
 	if res.ListKeys != l.Pods {
 		return res, fmt.Errorf("%w: the list returned %d pods, want %d", ErrKubeLoad, res.ListKeys, l.Pods)
 	}
@@ -530,14 +555,21 @@ func (k *kubeRun) summarize(res *KubeResult, end time.Duration) {
 	res.Compactions = int(k.compactions.Load())
 	seconds := int(end/time.Second) + 1
 	compacting := make([]bool, seconds)
+	requested := make([]bool, seconds)
 	for _, at := range k.compacted {
+		if s := int(at / time.Second); s < seconds {
+			requested[s] = true
+		}
 		for s := int(at / time.Second); s < seconds && time.Duration(s)*time.Second < at+compactWindow; s++ {
 			compacting[s] = true
 		}
 	}
 	var all, in, out []time.Duration
+	perSecond := make([][]time.Duration, seconds)
 	for _, l := range k.latencies {
 		all = append(all, l.took)
+		s := min(int(l.end/time.Second), seconds-1)
+		perSecond[s] = append(perSecond[s], l.took)
 		if compacting[min(int(l.end/time.Second), seconds-1)] {
 			in = append(in, l.took)
 		} else {
@@ -550,7 +582,9 @@ func (k *kubeRun) summarize(res *KubeResult, end time.Duration) {
 	res.PutP50, res.PutP99 = percentile(all, 50), percentile(all, 99)
 	res.P99Compacting, res.P99Quiet = percentile(in, 99), percentile(out, 99)
 	for s := range seconds {
-		sec := KubeSecond{At: s, Puts: int(k.perSecond[min(s, len(k.perSecond)-1)].Load()), Compacting: compacting[s], Phase: k.phaseAt(time.Duration(s) * time.Second)}
+		slices.Sort(perSecond[s])
+		sec := KubeSecond{At: s, Puts: int(k.perSecond[min(s, len(k.perSecond)-1)].Load()), P99: percentile(perSecond[s], 99),
+			Compacting: compacting[s], CompactRequested: requested[s], Phase: k.phaseAt(time.Duration(s) * time.Second)}
 		if s < len(k.gauges) {
 			sec.KubeGauge = k.gauges[s]
 		}
@@ -598,6 +632,19 @@ func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64
 	}
 }
 
+// pinProcess moves every thread of process pid onto cpus (taskset -a -p
+// -c), whose threads started later inherit; "" does nothing.
+func pinProcess(cpus string, pid int) error {
+	if cpus == "" {
+		return nil
+	}
+	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: pinning the server (pid %d) to CPUs %q: %w: %s", ErrKubeLoad, pid, cpus, err, out)
+	}
+	return nil
+}
+
 // dirBytes is the size of the files under dir.
 func dirBytes(dir string) int64 {
 	var n int64
@@ -627,6 +674,12 @@ type KubeOptions struct {
 	Load KubeLoad
 	// QuotaBytes is etcd's backend quota, raised to fit the load.
 	QuotaBytes int64
+	// PinServer, a CPU list in taskset's -c form ("0"), moves every
+	// thread of each server onto those CPUs once it has started (and
+	// again after its restart); "" leaves them where they are. The load,
+	// which runs in this process, is pinned by running the benchmark
+	// under taskset -c on other CPUs.
+	PinServer string
 	// Progress receives progress lines.
 	Progress io.Writer
 }
@@ -640,6 +693,8 @@ type KubeSample struct {
 	DiskBytes, RSSBytes int64
 	// CPUSeconds is the server's CPU time over the load.
 	CPUSeconds float64
+	// KubeAfter is measured after the load: a snapshot and a restart.
+	KubeAfter
 }
 
 // KubeRun is the result of RunKube.
@@ -682,6 +737,9 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 			err = serr
 		}
 	}()
+	if err := pinProcess(o.PinServer, s.PID()); err != nil {
+		return smp, err
+	}
 	smp = KubeSample{Kind: k, Name: s.Name}
 	load := o.Load
 	load.Endpoint = s.Endpoint
@@ -690,6 +748,7 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 		rss, _, _ := s.RSS()
 		return KubeGauge{RSSBytes: rss, DiskBytes: dirBytes(s.dir)}
 	}
+	load.CPU = s.CPU
 	cpu0, err := s.CPU()
 	if err != nil {
 		return smp, err
@@ -704,31 +763,64 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 	}
 	smp.CPUSeconds = cpu1 - cpu0
 	smp.DiskBytes = dirBytes(s.dir)
-	smp.RSSBytes, _, err = s.RSS()
+	if smp.RSSBytes, _, err = s.RSS(); err != nil {
+		return smp, err
+	}
+	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods, o.PinServer)
 	return smp, err
 }
 
-// Table is one row per server and pass.
-func (r *KubeRun) Table() *report.Table {
-	t := &report.Table{Columns: []report.Column{
+// Tables are the load's table and the after-load table, one row per
+// server and pass in each.
+func (r *KubeRun) Tables() []*report.Table {
+	load := &report.Table{Columns: []report.Column{
 		{Name: "Server"},
 		{Name: "Creates", Unit: "/s", Format: "%.0f"},
 		{Name: "Updates", Unit: "/s", Format: "%.0f"},
 		{Name: "Put p99", Unit: "ms", Format: "%.1f"},
 		{Name: "p99 compacting", Unit: "ms", Format: "%.1f"},
 		{Name: "Stalled", Unit: "s"},
+		{Name: "CPU", Unit: "s", Format: "%.1f"},
+	}}
+	after := &report.Table{Columns: []report.Column{
+		{Name: "Server"},
 		{Name: "Disk", Unit: "MB", Format: "%.0f"},
 		{Name: "RSS", Unit: "MB", Format: "%.0f"},
 		{Name: "List", Unit: "s", Format: "%.2f"},
-		{Name: "CPU", Unit: "s", Format: "%.1f"},
+		{Name: "List CPU", Unit: "s", Format: "%.2f"},
+		{Name: "Snapshot", Unit: "s", Format: "%.2f"},
+		{Name: "Snapshot", Unit: "MB", Format: "%.0f"},
+		{Name: "Restart", Unit: "s", Format: "%.2f"},
 	}}
 	for _, s := range r.Samples {
-		t.Rows = append(t.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.CPUSeconds})
+		if s.KubeResult == nil {
+			continue
+		}
+		load.Rows = append(load.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, s.CPUSeconds})
+		after.Rows = append(after.Rows, []any{s.Name, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds})
 	}
 	l := r.Options.Load
-	t.Notes = []string{
+	load.Notes = []string{
 		fmt.Sprintf("%d pod creates then %d updates (txns as the apiserver sends them), %d clients over %d connections, an event on a 1 h lease every %d writes, a compaction every %s to the revision of the tick before; every write fsynced.", l.Pods, l.Updates, l.Clients, l.Conns, l.EventEvery, l.CompactEvery),
-		"Put p99 covers every pod write; 'p99 compacting' those completed within 10 s of a compaction request. Stalled: whole seconds with no completed pod write. List: all pods in pages of 500. CPU: the server's user+system time over the load.",
+		"Put p99 covers every pod write; 'p99 compacting' those completed within 10 s of a compaction request. Stalled: whole seconds with no completed pod write. CPU: the server's user+system time over the load.",
 	}
-	return t
+	after.Notes = []string{
+		"After the load: disk and RSS; List: all pods in pages of 500, its time and the server's CPU time; Snapshot: the maintenance API's snapshot (etcdctl snapshot save) streamed to a file and fsynced, its time and size; Restart: from starting the stopped server to its first answered linearizable read.",
+	}
+	return []*report.Table{load, after}
+}
+
+// WriteTables writes Tables in format f, a blank line between them.
+func (r *KubeRun) WriteTables(w io.Writer, f report.Format) error {
+	for i, t := range r.Tables() {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := t.Write(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

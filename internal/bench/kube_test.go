@@ -1,12 +1,18 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
+	"io"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/internal/report"
 )
 
 // TestKubeLoad drives strata serve, a process of its own, with the
@@ -47,4 +53,90 @@ func TestKubeLoad(t *testing.T) {
 	}
 	t.Logf("%d pods, %d updates: %.0f creates/s, %.0f updates/s, put p99 %s, %d stalled s, %d compactions, list %.2f s",
 		pods, pods, res.CreatesPerSec, res.UpdatesPerSec, res.PutP99, res.StalledSeconds, res.Compactions, res.ListSeconds)
+}
+
+// TestRunKubeAfterAndPlot runs a small load through RunKube, as `strata
+// bench kube` does: after the load the server's snapshot is saved and the
+// server restarted on its data (measureAfter checks every pod is still
+// there), and the time line is drawn as an SVG naming the server's pass
+// and its panels, with a line per panel.
+func TestRunKubeAfterAndPlot(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := bench.RunKube(context.Background(), bench.KubeOptions{
+		Programs: bench.Programs{Strata: self, StrataEnv: []string{asStrata + "=1"}},
+		Servers:  []bench.Kind{bench.KindStrata}, Passes: 1, Dir: t.TempDir(),
+		Load: bench.KubeLoad{Pods: 300, Updates: 300, Clients: 8, Conns: 2, EventEvery: 10,
+			CompactEvery: 500 * time.Millisecond, Seed: 3, Timeout: 5 * time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Samples[0]
+	if s.SnapshotBytes < 300*10_000 || s.SnapshotSeconds <= 0 || s.RestartSeconds <= 0 || s.ListCPUSeconds <= 0 {
+		t.Errorf("snapshot %d bytes in %.3f s, restart %.3f s, list CPU %.3f s: want a snapshot holding 300 pods of 10 KB or more and times > 0",
+			s.SnapshotBytes, s.SnapshotSeconds, s.RestartSeconds, s.ListCPUSeconds)
+	}
+	var tables bytes.Buffer
+	if err := res.WriteTables(&tables, report.FormatMarkdown); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"Put p99 (ms)", "Snapshot (MB)", "Restart (s)", "List CPU (s)"} {
+		if !strings.Contains(tables.String(), col) {
+			t.Errorf("the tables have no column %q:\n%s", col, tables.String())
+		}
+	}
+	var svg bytes.Buffer
+	if err := res.Plot(&svg); err != nil {
+		t.Fatal(err)
+	}
+	texts, paths := svgTexts(t, svg.Bytes())
+	want := []string{s.Name + ", pass 1", "Pod writes per second", "Put p99 in each second (ms)", "Seconds from the start of the load"}
+	compacted := false
+	for _, sec := range s.Seconds {
+		compacted = compacted || sec.CompactRequested
+	}
+	if compacted {
+		want = append(want, "compaction requested")
+	}
+	for _, w := range want {
+		if !slices.Contains(texts, w) {
+			t.Errorf("the SVG has no text %q; texts: %q", w, texts)
+		}
+	}
+	if paths < 4 {
+		t.Errorf("the SVG has %d paths, want the two lines, axes and grid", paths)
+	}
+}
+
+// svgTexts parses an SVG document and returns its texts and the number of
+// its paths.
+func svgTexts(t *testing.T, doc []byte) (texts []string, paths int) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	inText := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return texts, paths
+		}
+		if err != nil {
+			t.Fatalf("the SVG does not parse: %v", err)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			inText = el.Name.Local == "text"
+			if el.Name.Local == "path" {
+				paths++
+			}
+		case xml.EndElement:
+			inText = false
+		case xml.CharData:
+			if inText {
+				texts = append(texts, string(el))
+			}
+		}
+	}
 }

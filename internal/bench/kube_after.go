@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// KubeAfter is what a server costs to operate once it holds the load's
+// data: a backup and a restart.
+type KubeAfter struct {
+	// SnapshotSeconds is the time of a snapshot over the maintenance API
+	// (etcdctl snapshot save's call), written to a file and fsynced;
+	// SnapshotBytes its size.
+	SnapshotSeconds float64
+	SnapshotBytes   int64
+	// RestartSeconds is the time from starting the stopped server again
+	// to its first answered linearizable read.
+	RestartSeconds float64
+}
+
+// measureAfter takes a snapshot of s into a file under dir, then restarts
+// s on its data, which must still hold pods pods, pinned to cpus (see
+// KubeOptions.PinServer).
+func measureAfter(ctx context.Context, s *Server, dir string, pods int, cpus string) (KubeAfter, error) {
+	var a KubeAfter
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+	if err != nil {
+		return a, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, s.Endpoint, err)
+	}
+	defer c.Close()
+	a.SnapshotSeconds, a.SnapshotBytes, err = saveSnapshot(ctx, c, dir)
+	if err != nil {
+		return a, err
+	}
+	took, n, err := restartServer(ctx, s, c, cpus)
+	a.RestartSeconds = took.Seconds()
+	if err == nil && n != int64(pods) {
+		err = fmt.Errorf("%w: %s holds %d pods after a restart, want %d", ErrKubeLoad, s.Kind, n, pods)
+	}
+	return a, err
+}
+
+// saveSnapshot saves a snapshot of c's server as etcdctl snapshot save
+// does (stream, write, fsync) into a file under dir that it removes, and
+// returns its time and size.
+func saveSnapshot(ctx context.Context, c *clientv3.Client, dir string) (float64, int64, error) {
+	f, err := os.CreateTemp(dir, "snapshot-")
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: snapshot file: %w", ErrKubeLoad, err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	rc, err := c.Snapshot(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: snapshot: %w", ErrKubeLoad, err)
+	}
+	defer rc.Close()
+	n, err := io.Copy(f, rc)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return 0, n, fmt.Errorf("%w: snapshot after %d bytes: %w", ErrKubeLoad, n, err)
+	}
+	return time.Since(t0).Seconds(), n, nil
+}
+
+// restartServer stops s with SIGTERM, starts the same command on the same
+// data directory (its threads on cpus), and returns the time from the start to the first
+// linearizable read c gets answered, and the number of pods it read. It restarts a Server in place, which
+// StartServer has no call for, so it sets up the process as StartServer
+// does.
+func restartServer(ctx context.Context, s *Server, c *clientv3.Client, cpus string) (time.Duration, int64, error) {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(stopTimeout):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return 0, 0, fmt.Errorf("%w: %s did not stop within %s of SIGTERM", ErrKubeLoad, s.Kind, stopTimeout)
+	}
+	log, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: restarting %s: %w", ErrKubeLoad, s.Kind, err)
+	}
+	defer log.Close()
+	old := s.cmd
+	s.cmd = exec.Command(old.Path, old.Args[1:]...)
+	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr = old.Env, log, log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.done, s.waitErr = make(chan struct{}), nil
+	t0 := time.Now()
+	if err := s.cmd.Start(); err != nil {
+		close(s.done)
+		return 0, 0, fmt.Errorf("%w: restarting %s: %w", ErrKubeLoad, s.Kind, err)
+	}
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		s.waitErr = cmd.Wait()
+		close(done)
+	}(s.cmd, s.done)
+	if err := pinProcess(cpus, s.PID()); err != nil {
+		return 0, 0, err
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := c.Get(rctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		cancel()
+		if err == nil {
+			return time.Since(t0), resp.Count, nil
+		}
+		select {
+		case <-s.done:
+			return 0, 0, fmt.Errorf("%w: %s exited after a restart (%v); its log:\n%s", ErrKubeLoad, s.Kind, s.waitErr, s.LogTail())
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("%w: %s answered no read within %s of a restart (last: %w)", ErrKubeLoad, s.Kind, readyTimeout, err)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

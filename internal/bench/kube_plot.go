@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// The plot's panel titles and legend names, which tests look for in the SVG.
+const (
+	kubePlotPuts      = "Pod writes per second"
+	kubePlotP99       = "Put p99 in each second (ms)"
+	kubePlotCompacted = "compaction requested"
+	kubePlotTime      = "Seconds from the start of the load"
+)
+
+// kubeColours are the lines' colours by server; passes after the first
+// are dashed.
+var kubeColours = map[Kind]color.RGBA{
+	KindStrata: {R: 31, G: 119, B: 180, A: 255},
+	KindEtcd37: {R: 255, G: 127, B: 14, A: 255},
+	KindEtcd34: {R: 44, G: 160, B: 44, A: 255},
+}
+
+// Plot draws each sample's time line as SVG on w: pod writes per second
+// above, the put p99 of each second below, one line per server and pass,
+// and a mark on the writes line at each second in which the load asked
+// for a compaction. A stall, or a compaction that slows the writes, shows
+// as a dip the table's totals average away.
+func (r *KubeRun) Plot(w io.Writer) error {
+	if len(r.Samples) == 0 {
+		return errors.New("bench: kube plot: no samples")
+	}
+	puts, p99 := plot.New(), plot.New()
+	puts.Title.Text = kubePlotPuts
+	p99.Title.Text = kubePlotP99
+	p99.X.Label.Text = kubePlotTime
+	for _, p := range []*plot.Plot{puts, p99} {
+		p.Legend.Top = true
+		p.Legend.TextStyle.Font.Size = vg.Points(7)
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+	}
+	passes := map[Kind]int{}
+	markShown := false
+	for _, smp := range r.Samples {
+		if smp.KubeResult == nil {
+			continue
+		}
+		passes[smp.Kind]++
+		name := fmt.Sprintf("%s, pass %d", smp.Name, passes[smp.Kind])
+		colour, ok := kubeColours[smp.Kind]
+		if !ok { // a running server, --endpoint
+			colour = color.RGBA{A: 255}
+		}
+		style := draw.LineStyle{Color: colour, Width: vg.Points(1)}
+		if passes[smp.Kind] > 1 {
+			style.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		var rate, lat, marks plotter.XYs
+		for _, s := range smp.Seconds {
+			x := float64(s.At)
+			rate = append(rate, plotter.XY{X: x, Y: float64(s.Puts)})
+			lat = append(lat, plotter.XY{X: x, Y: ms(s.P99)})
+			if s.CompactRequested {
+				marks = append(marks, plotter.XY{X: x, Y: float64(s.Puts)})
+			}
+		}
+		if len(rate) == 0 {
+			continue
+		}
+		for _, l := range []struct {
+			p   *plot.Plot
+			xys plotter.XYs
+		}{{puts, rate}, {p99, lat}} {
+			line, err := plotter.NewLine(l.xys)
+			if err != nil {
+				return fmt.Errorf("bench: kube plot: %w", err)
+			}
+			line.LineStyle = style
+			l.p.Add(line)
+			l.p.Legend.Add(name, line)
+		}
+		if len(marks) > 0 {
+			dots, err := plotter.NewScatter(marks)
+			if err != nil {
+				return fmt.Errorf("bench: kube plot: %w", err)
+			}
+			dots.GlyphStyle = draw.GlyphStyle{Color: style.Color, Radius: vg.Points(3.5), Shape: draw.TriangleGlyph{}}
+			puts.Add(dots)
+			if !markShown {
+				puts.Legend.Add(kubePlotCompacted, dots)
+				markShown = true
+			}
+		}
+	}
+	canvas := vgsvg.New(24*vg.Centimeter, 18*vg.Centimeter)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter * 3,
+		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
+	grid := [][]*plot.Plot{{puts}, {p99}}
+	dcs := plot.Align(grid, tiles, draw.New(canvas))
+	for i, row := range grid {
+		row[0].Draw(dcs[i][0])
+	}
+	if _, err := canvas.WriteTo(w); err != nil {
+		return fmt.Errorf("bench: kube plot: %w", err)
+	}
+	return nil
+}
