@@ -124,14 +124,8 @@ func threadCPUs(t *testing.T) map[string]string {
 	}
 	out := map[string]string{}
 	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join(task, "status"))
-		if err != nil {
-			continue // the thread ended
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-				out[filepath.Base(task)] = strings.TrimSpace(v)
-			}
+		if cpus, err := cpusAllowed(filepath.Join(task, "status")); err == nil {
+			out[filepath.Base(task)] = cpus // else the thread ended
 		}
 	}
 	return out
@@ -139,7 +133,12 @@ func threadCPUs(t *testing.T) map[string]string {
 
 // processCPUs reads the CPUs process pid may run on, as /proc shows them.
 func processCPUs(pid int) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return cpusAllowed(fmt.Sprintf("/proc/%d/status", pid))
+}
+
+// cpusAllowed reads Cpus_allowed_list from a /proc status file.
+func cpusAllowed(status string) (string, error) {
+	b, err := os.ReadFile(status)
 	if err != nil {
 		return "", err
 	}
@@ -148,5 +147,5 @@ func processCPUs(pid int) (string, error) {
 			return strings.TrimSpace(v), nil
 		}
 	}
-	return "", fmt.Errorf("no Cpus_allowed_list in /proc/%d/status", pid)
+	return "", fmt.Errorf("no Cpus_allowed_list in %s", status)
 }
