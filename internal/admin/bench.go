@@ -26,14 +26,15 @@ func newBenchCommand() *cobra.Command {
 each with a fresh temporary data directory, loads them and prints a table.
 
   qps     etcd v2.1's QPS benchmark: reads and writes of one key, 64 and 256 B
-          values, 1, 64 and 256 clients; hey on the v2 API (Strata and etcd
+          values, 1, 64 and 256 clients; wrk on the v2 API (Strata and etcd
           3.4) and a clientv3 load generator on the v3 API (Strata and etcd
-          3.7); medians of several passes, ratios, CPU seconds per 1000
-          requests.
+          3.7); medians of several passes, ratios, server CPU seconds per
+          1000 requests, p90 and p99. By default each server runs on CPU 0
+          and the load tool on CPU 1 (taskset), so the server has one core.
   memory  etcd's storage memory benchmark: RSS after loading N keys with
           several versions through the v3 API.
 
-Needs hey and etcd 3.4 (Debian: apt-get install hey etcd-server) and, for
+Needs wrk and etcd 3.4 (Debian: apt-get install wrk etcd-server) and, for
 etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
 		Example: `  strata bench qps --passes 3 --format markdown
   strata bench memory --servers strata,etcd34,etcd37`,
@@ -144,7 +145,11 @@ type benchQPSOptions struct {
 	conns        int
 	serializable bool
 	runTimeout   time.Duration
-	hey          string
+	duration     time.Duration
+	wrk          string
+	pin          bool
+	serverCPUs   string
+	loadCPUs     string
 	runs         bool
 }
 
@@ -152,17 +157,21 @@ type benchQPSOptions struct {
 func (o *benchQPSOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd34", "etcd37"})
 	fs.StringVar(&o.v3Peer, "v3-peer", "etcd37", "etcd the v3 rows compare with: etcd37 or etcd34")
-	fs.StringSliceVar(&o.apis, "apis", []string{"v2", "v3"}, "APIs: v2 (hey) and v3 (clientv3)")
+	fs.StringSliceVar(&o.apis, "apis", []string{"v2", "v3"}, "APIs: v2 (wrk) and v3 (clientv3)")
 	fs.StringSliceVar(&o.ops, "ops", []string{"read", "write"}, "operations: read and write")
 	fs.IntSliceVar(&o.valueSizes, "value-sizes", []int{64, 256}, "value sizes in bytes")
 	fs.IntSliceVar(&o.clients, "clients", []int{1, 64, 256}, "concurrent clients")
 	fs.IntVar(&o.passes, "passes", 3, "passes over every row, alternating the servers; the table shows medians")
-	fs.IntVar(&o.requests, "requests", 20_000, "requests per run with more than one client")
-	fs.IntVar(&o.single, "single-requests", 2_000, "requests per run with one client")
+	fs.IntVar(&o.requests, "requests", 20_000, "requests per v3 run with more than one client")
+	fs.IntVar(&o.single, "single-requests", 2_000, "requests per v3 run with one client")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each v2 (wrk) run, whole seconds")
 	fs.IntVar(&o.conns, "conns", 0, "gRPC connections the v3 clients share (0: ceil(clients/16))")
 	fs.BoolVar(&o.serializable, "serializable", false, "serializable v3 reads instead of linearizable (clientv3's default)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 2*time.Minute, "bound on each run")
-	fs.StringVar(&o.hey, "hey", "hey", "hey `EXECUTABLE` (Debian: apt-get install hey)")
+	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk `EXECUTABLE` (Debian: apt-get install wrk)")
+	fs.BoolVar(&o.pin, "pin", true, "pin each server to --server-cpus and the load tools (wrk, and this process for v3) to --load-cpus with taskset; --pin=false shares every CPU")
+	fs.StringVar(&o.serverCPUs, "server-cpus", bench.DefaultServerCPUs, "`CPUS` the servers run on when pinned (taskset -c list)")
+	fs.StringVar(&o.loadCPUs, "load-cpus", bench.DefaultLoadCPUs, "`CPUS` the load tools run on when pinned (taskset -c list)")
 	fs.BoolVar(&o.runs, "runs", false, "also print every run, not only the medians")
 }
 
@@ -170,8 +179,9 @@ func newBenchQPSCommand() *cobra.Command {
 	o := &benchQPSOptions{}
 	cmd := &cobra.Command{
 		Use:   "qps",
-		Short: "etcd v2.1's QPS table: Strata against etcd 3.4 (v2, hey) and etcd 3.7 (v3, clientv3)",
+		Short: "etcd v2.1's QPS table: Strata against etcd 3.4 (v2, wrk) and etcd 3.7 (v3, clientv3)",
 		Example: `  strata bench qps --format markdown
+  strata bench qps --pin=false   # server and load tool share every CPU
   strata bench qps --servers etcd34 --apis v2 --passes 1   # etcd alone
   strata bench qps --ops write --clients 64,256 --runs`,
 		Args: cli.Args(),
@@ -200,16 +210,23 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 			problems = append(problems, fmt.Errorf("%s %d: must be >= 1", f.name, f.v))
 		}
 	}
+	if o.duration < time.Second {
+		problems = append(problems, fmt.Errorf("--duration %s: must be >= 1s", o.duration))
+	}
+	pin, err := o.pinning(cmd.ErrOrStderr())
+	if err != nil {
+		problems = append(problems, err)
+	}
 	qo := bench.QPSOptions{
 		Servers: ks, V3Peer: peer, APIs: o.apis, Ops: o.ops, ValueSizes: o.valueSizes, Clients: o.clients,
-		Passes: o.passes, Requests: o.requests, SingleRequests: o.single, Conns: o.conns,
+		Passes: o.passes, Requests: o.requests, SingleRequests: o.single, Duration: o.duration, Conns: o.conns, Pin: pin,
 		Serializable: o.serializable, RunTimeout: o.runTimeout, Dir: o.common.dir, Progress: cmd.ErrOrStderr(),
 	}
 	if err := errors.Join(append(problems, qo.Validate())...); err != nil {
 		return err
 	}
 	if slices.Contains(o.apis, bench.APIV2) {
-		if qo.Hey, err = bench.LookPath(o.hey, "install hey (apt-get install hey) or pass --hey PATH"); err != nil {
+		if qo.Wrk, err = bench.LookPath(o.wrk, "install wrk (apt-get install wrk) or pass --wrk PATH"); err != nil {
 			return err
 		}
 	}
@@ -238,6 +255,33 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 		}
 	}
 	return runErr
+}
+
+// pinning resolves --pin, --server-cpus and --load-cpus. Pinning is the
+// default where it can be done (taskset and two CPUs); where it cannot,
+// and the CPUs were not asked for, the run goes on unpinned and says so.
+func (o *benchQPSOptions) pinning(progress io.Writer) (bench.Pinning, error) {
+	if !o.pin {
+		return bench.Pinning{}, nil
+	}
+	custom := o.serverCPUs != bench.DefaultServerCPUs || o.loadCPUs != bench.DefaultLoadCPUs
+	def, why := bench.DefaultPinning()
+	if why != "" && !custom {
+		fmt.Fprintf(progress, "not pinning the servers and load tools: %s\n", why)
+		return bench.Pinning{}, nil
+	}
+	ts := def.Taskset
+	if ts == "" {
+		var err error
+		if ts, err = bench.LookPath("taskset", "install util-linux or pass --pin=false"); err != nil {
+			return bench.Pinning{}, fmt.Errorf("--server-cpus/--load-cpus: %w", err)
+		}
+	}
+	p := bench.Pinning{Taskset: ts, ServerCPUs: o.serverCPUs, LoadCPUs: o.loadCPUs}
+	if err := p.Validate(); err != nil {
+		return bench.Pinning{}, fmt.Errorf("--server-cpus %q, --load-cpus %q: %w", o.serverCPUs, o.loadCPUs, err)
+	}
+	return p, nil
 }
 
 type benchMemoryOptions struct {

@@ -41,6 +41,15 @@ func (b *lockedBuffer) String() string {
 // stops it. It returns the limit and the startup output.
 func serveAndReadGoMemoryLimit(t *testing.T, serverLines string) (int64, string) {
 	t.Helper()
+	var limit int64
+	out := serveWhile(t, serverLines, func() { limit = debug.SetMemoryLimit(-1) })
+	return limit, out
+}
+
+// serveWhile runs `strata serve` in-process with the [server] lines
+// given, calls read once it serves, stops it, and returns its output.
+func serveWhile(t *testing.T, serverLines string, read func()) string {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "strata.toml")
 	file := fmt.Sprintf("db_path = %q\n[server]\nlisten = %q\n%s\n", filepath.Join(dir, "db"), testport.Addr(t), serverLines)
@@ -67,12 +76,12 @@ func serveAndReadGoMemoryLimit(t *testing.T, serverLines string) (int64, string)
 			t.Fatalf("serve did not start in 30 s (stdout %q, stderr %q)", out.String(), errb.String())
 		}
 	}
-	limit := debug.SetMemoryLimit(-1)
+	read()
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v (stderr %q)", err, errb.String())
 	}
-	return limit, out.String()
+	return out.String()
 }
 
 // TestServeAppliesGoMemoryLimit checks that serve sets the Go runtime's

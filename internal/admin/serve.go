@@ -89,6 +89,7 @@ in flight and closes the database. See docs/server.md.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			procs := raiseGOMAXPROCS()
 			goLimit := applyGoMemoryLimit(ctx, cfg.Server)
 			mallocSet := cmalloc.Tune(cmalloc.ServerSettings)
 			began := time.Now()
@@ -103,9 +104,9 @@ in flight and closes the database. See docs/server.md.`,
 			eff := cfg.Clone()
 			eff.ApplyMemoryBudget()
 			out := cmd.OutOrStdout()
-			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s; started in %s)\n",
+			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s, %s; started in %s)\n",
 				scheme, srv.Addr(), cfg.DBPath, describeSync(cfg), eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
-				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, formatElapsed(time.Since(began))); err != nil {
+				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, procs, formatElapsed(time.Since(began))); err != nil {
 				_ = srv.Close()
 				return err
 			}

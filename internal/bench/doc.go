@@ -26,17 +26,20 @@
 //
 // # Load
 //
-// The v2 rows run the HTTP load tool hey, as etcd's benchmark did: GET
-// /v2/keys/foo, or PUT with the form value=aaa... (HeyRun parses hey's
-// summary and checks that its counts add up). The v3 rows run V3Load, a
+// The v2 rows run the HTTP load tool wrk (WrkRun): GET /v2/keys/foo, or
+// PUT with the form value=aaa... from a Lua script; etcd's 2015 benchmark
+// used hey, which costs several times wrk's CPU per request and so bounds
+// what a pinned server can be shown to do. The v3 rows run V3Load, a
 // closed-loop clientv3 generator shaped as etcd's tools/benchmark: the
 // clients share a few gRPC connections and each sends its next request as
-// soon as the last is answered. Every run is bounded in requests and time.
+// soon as the last is answered. Every run is bounded in requests or time.
 //
 // # Figures
 //
-// The machine running a benchmark is usually shared, and the load tool
-// runs on the same cores as the server. So RunQPS makes several passes,
+// The machine running a benchmark is usually shared. By default (see
+// Pinning) each server runs on one CPU and the load tool on another, so
+// the server has one core, as in a container with a CPU limit of 1, and
+// its CPU time is not the load tool's. RunQPS makes several passes,
 // each with freshly started servers, alternates which server goes first
 // from row to row and pass to pass, and reports medians, Strata/etcd
 // ratios from the same passes, and each server's CPU seconds per 1000

@@ -17,7 +17,7 @@ import (
 
 // The APIs and operations of the QPS table.
 const (
-	// APIV2 is etcd's v2 keys API over HTTP/1.1, loaded with hey.
+	// APIV2 is etcd's v2 keys API over HTTP/1.1, loaded with wrk.
 	APIV2 = "v2"
 	// APIV3 is etcd's v3 gRPC API, loaded with V3Load.
 	APIV3 = "v3"
@@ -51,10 +51,13 @@ type QPSOptions struct {
 	// Passes is the number of passes over all rows, each with freshly
 	// started servers; the table shows the medians. The default value is 3.
 	Passes int
-	// Requests is the number of requests of one run with more than one
-	// client; SingleRequests with one client. The defaults are 20,000 and
-	// 2,000.
+	// Requests is the number of requests of one v3 run with more than
+	// one client; SingleRequests with one client. The defaults are 20,000
+	// and 2,000.
 	Requests, SingleRequests int
+	// Duration is the length of one v2 run: wrk runs for a time, not a
+	// count. The default value is 5 seconds.
+	Duration time.Duration
 	// Conns is the number of gRPC connections the v3 clients share; 0
 	// means ceil(clients/16).
 	Conns int
@@ -63,8 +66,12 @@ type QPSOptions struct {
 	Serializable bool
 	// RunTimeout bounds each run. The default value is 2 minutes.
 	RunTimeout time.Duration
-	// Hey is the hey executable. The default value is "hey" on $PATH.
-	Hey string
+	// Wrk is the wrk executable. The default value is "wrk" on $PATH.
+	Wrk string
+	// Pin places the servers and the load tools (wrk, and this process,
+	// which runs the v3 load) on CPUs of their own; the zero Pinning
+	// leaves everything unpinned. See DefaultPinning.
+	Pin Pinning
 	// Programs are the servers' executables.
 	Programs Programs
 	// Dir is where the servers' data directories go; "" is os.TempDir().
@@ -108,8 +115,11 @@ func (o *QPSOptions) setDefaults() {
 	if o.RunTimeout == 0 {
 		o.RunTimeout = 2 * time.Minute
 	}
-	if o.Hey == "" {
-		o.Hey = "hey"
+	if o.Duration == 0 {
+		o.Duration = 5 * time.Second
+	}
+	if o.Wrk == "" {
+		o.Wrk = "wrk"
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -160,6 +170,12 @@ func (o *QPSOptions) Validate() error {
 	}
 	if o.RunTimeout <= 0 {
 		bad("run timeout %s: must be > 0", o.RunTimeout)
+	}
+	if o.Duration < time.Second || o.Duration%time.Second != 0 {
+		bad("duration %s: must be whole seconds, at least 1s (wrk's -d)", o.Duration)
+	}
+	if err := o.Pin.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(o.targets(APIV2)) == 0 && len(o.targets(APIV3)) == 0 {
 		bad("servers %v: no selected server serves the selected APIs %v", o.Servers, o.APIs)
@@ -263,13 +279,24 @@ type QPSResult struct {
 
 // RunQPS measures the QPS table: Passes passes, each starting every
 // selected server afresh and running every row on each, alternating which
-// server goes first from row to row and pass to pass. On an error it
+// server goes first from row to row and pass to pass. With o.Pin this
+// process runs on the load CPUs until RunQPS returns. On an error it
 // returns the runs done so far beside it.
-func RunQPS(ctx context.Context, o QPSOptions) (*QPSResult, error) {
+func RunQPS(ctx context.Context, o QPSOptions) (res *QPSResult, err error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	res := &QPSResult{Options: o, Rows: o.rows(), Names: map[Kind]string{}}
+	fmt.Fprintf(o.Progress, "%s\n", o.Pin)
+	unpin, err := o.Pin.PinSelf()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := unpin(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	res = &QPSResult{Options: o, Rows: o.rows(), Names: map[Kind]string{}}
 	var needed []Kind
 	for _, k := range Kinds {
 		if slices.Contains(o.targets(APIV2), k) || slices.Contains(o.targets(APIV3), k) {
@@ -302,7 +329,7 @@ func (o *QPSOptions) runPass(ctx context.Context, pass int, needed []Kind, runs 
 	}()
 	for _, k := range rotate(needed, pass) {
 		fmt.Fprintf(o.Progress, "pass %d/%d: starting %s\n", pass+1, o.Passes, k)
-		s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{})
+		s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{Pin: o.Pin})
 		if err != nil {
 			return err
 		}
@@ -320,8 +347,8 @@ func (o *QPSOptions) runPass(ctx context.Context, pass int, needed []Kind, runs 
 				return fmt.Errorf("pass %d, %s on %s: %w", pass+1, row, servers[k].Name, err)
 			}
 			res.Samples = append(res.Samples, smp)
-			fmt.Fprintf(o.Progress, "[%d/%d] pass %d %-20s %-12s %9.0f QPS  p90 %7.2f ms  CPU %.3f s/1k req  errors %d\n",
-				len(res.Samples), runs, pass+1, row, smp.Name, smp.Result.QPS, ms(smp.Result.P90), smp.CPUPer1000(), smp.Result.Errors)
+			fmt.Fprintf(o.Progress, "[%d/%d] pass %d %-20s %-12s %9.0f QPS  p90 %7.2f ms  p99 %7.2f ms  CPU %.3f s/1k req  errors %d\n",
+				len(res.Samples), runs, pass+1, row, smp.Name, smp.Result.QPS, ms(smp.Result.P90), ms(smp.Result.P99), smp.CPUPer1000(), smp.Result.Errors)
 		}
 	}
 	return nil
@@ -377,12 +404,12 @@ func (o *QPSOptions) runOne(ctx context.Context, s *Server, row QPSRow) (QPSSamp
 	}
 	switch row.API {
 	case APIV2:
-		h := HeyRun{Hey: o.Hey, URL: s.URL + "/v2/keys/" + benchKey, Clients: row.Clients, Requests: n, Timeout: o.RunTimeout}
+		w := WrkRun{Wrk: o.Wrk, URL: s.URL + "/v2/keys/" + benchKey, Clients: row.Clients, Threads: min(row.Clients, o.Pin.LoadThreads()), Duration: o.Duration, Dir: o.Dir, Pin: o.Pin}
 		if row.Op == OpWrite {
-			h.Value = value(row.ValueSize)
+			w.Value = value(row.ValueSize)
 		}
-		smp.Requests = h.Sent()
-		smp.Result, err = h.Run(ctx)
+		smp.Result, err = w.Run(ctx)
+		smp.Requests = smp.Result.Requests + smp.Result.Errors
 	case APIV3:
 		smp.Requests = n
 		smp.Result, err = o.v3Load(s, row, n).Run(ctx)

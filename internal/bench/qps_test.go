@@ -45,12 +45,12 @@ func TestQPSDefaultsAndRows(t *testing.T) {
 }
 
 func TestQPSValidate(t *testing.T) {
-	o := QPSOptions{APIs: []string{"v4"}, Ops: []string{"scan"}, ValueSizes: []int{0}, Clients: []int{0, 512}, Passes: -1, Requests: 100, V3Peer: KindStrata, RunTimeout: -time.Second}
+	o := QPSOptions{APIs: []string{"v4"}, Ops: []string{"scan"}, ValueSizes: []int{0}, Clients: []int{0, 512}, Passes: -1, Requests: 100, V3Peer: KindStrata, RunTimeout: -time.Second, Duration: 1500 * time.Millisecond}
 	err := o.Validate()
 	if !errors.Is(err, ErrOptions) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, want := range []string{`api "v4"`, `op "scan"`, "value size 0", "clients 0", "requests 100: must be >= clients (512)", `v3 peer "strata"`, "passes -1", "run timeout -1s"} {
+	for _, want := range []string{`api "v4"`, `op "scan"`, "value size 0", "clients 0", "requests 100: must be >= clients (512)", `v3 peer "strata"`, "passes -1", "run timeout -1s", "duration 1.5s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
@@ -73,18 +73,18 @@ func TestRotate(t *testing.T) {
 func TestGoal(t *testing.T) {
 	for _, c := range []struct {
 		row    QPSRow
-		qr, pr float64
+		qr, cr float64
 		want   string
 	}{
-		{QPSRow{APIV2, OpRead, 64, 1}, 3, 0.5, ""},
-		{QPSRow{APIV2, OpRead, 64, 64}, 2, 1, "met"},
-		{QPSRow{APIV2, OpRead, 64, 64}, 1.9, 0.5, "no: QPS < 2.0x"},
-		{QPSRow{APIV3, OpWrite, 64, 256}, 1.5, 1.2, "no: p90 worse"},
-		{QPSRow{APIV3, OpWrite, 64, 256}, 1.6, 0.9, "met"},
+		{QPSRow{APIV2, OpRead, 64, 1}, 1, 0.8, "met"},
+		{QPSRow{APIV2, OpWrite, 64, 64}, 0.9, 0.81, "no: QPS < 1.0x, CPU > 0.8x"},
+		{QPSRow{APIV3, OpRead, 64, 64}, 2, 0.41, "no: CPU > 0.4x"},
+		{QPSRow{APIV3, OpWrite, 64, 256}, 1.5, 0.5, "met"},
+		{QPSRow{APIV3, OpWrite, 64, 256}, 1.5, 0.51, "no: CPU > 0.5x"},
 		{QPSRow{APIV3, OpWrite, 64, 256}, math.NaN(), math.NaN(), ""},
 	} {
-		if got := goal(c.row, c.qr, c.pr); got != c.want {
-			t.Errorf("goal(%v, %v, %v) = %q, want %q", c.row, c.qr, c.pr, got, c.want)
+		if got := goal(c.row, c.qr, c.cr); got != c.want {
+			t.Errorf("goal(%v, %v, %v) = %q, want %q", c.row, c.qr, c.cr, got, c.want)
 		}
 	}
 }
@@ -99,12 +99,12 @@ func TestQPSTable(t *testing.T) {
 	res := &QPSResult{Options: o, Rows: o.rows(), Names: map[Kind]string{KindStrata: "Strata", KindEtcd34: "etcd 3.4.23"}}
 	for p, q := range []float64{300, 100, 200} {
 		res.Samples = append(res.Samples,
-			QPSSample{Pass: p, Row: row, Kind: KindStrata, Result: Result{QPS: q, P90: 2 * time.Millisecond, LoadCPUSeconds: 0.5}, Requests: 1000, CPUSeconds: 1},
-			QPSSample{Pass: p, Row: row, Kind: KindEtcd34, Result: Result{QPS: q / 4, P90: 4 * time.Millisecond, Errors: 1, LoadCPUSeconds: 1.5}, Requests: 1000, CPUSeconds: 2})
+			QPSSample{Pass: p, Row: row, Kind: KindStrata, Result: Result{QPS: q, P90: 2 * time.Millisecond, P99: 3 * time.Millisecond, LoadCPUSeconds: 0.5}, Requests: 1000, CPUSeconds: 1},
+			QPSSample{Pass: p, Row: row, Kind: KindEtcd34, Result: Result{QPS: q / 4, P90: 4 * time.Millisecond, P99: 8 * time.Millisecond, Errors: 1, LoadCPUSeconds: 1.5}, Requests: 1000, CPUSeconds: 2})
 	}
 	tab := res.Table()
 	got := tab.Rows[0]
-	want := []any{"v2", "read", 64, 64, 200.0, "etcd 3.4.23", 50.0, 4.0, 2.0, 4.0, 0.5, 1.0, 2.0, 1.0, "met", 10125.0, 9.1, 3}
+	want := []any{"v2", "read", 64, 64, 200.0, "etcd 3.4.23", 50.0, 4.0, 2.0, 4.0, 3.0, 8.0, 1.0, 2.0, 0.5, 1.0, "met", 10125.0, 9.1, 3}
 	if len(got) != len(want) {
 		t.Fatalf("row %v", got)
 	}

@@ -91,6 +91,9 @@ type StartOptions struct {
 	// QuotaBytes raises etcd's backend quota (2 GiB by default) for the
 	// memory table's largest rows; 0 keeps the default.
 	QuotaBytes int64
+	// Pin runs the server on Pin.ServerCPUs; the zero Pinning leaves it
+	// unpinned.
+	Pin Pinning
 }
 
 // readyTimeout bounds how long a server may take to start answering.
@@ -128,7 +131,7 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, s.fail(err)
 		}
-		s.cmd = exec.Command(p.Strata, "serve", "--config", conf)
+		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Strata, "serve", "--config", conf)
 		env = p.StrataEnv
 	case KindEtcd34:
 		if p.Etcd == "" {
@@ -143,7 +146,7 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		if so.QuotaBytes > 0 {
 			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
 		}
-		s.cmd = exec.Command(p.Etcd, args...)
+		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Etcd, args...)
 	case KindEtcd37:
 		if p.Etcd37 == "" {
 			return nil, s.fail(errors.New("no etcd37 executable given"))
@@ -152,7 +155,7 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		if so.QuotaBytes > 0 {
 			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
 		}
-		s.cmd = exec.Command(p.Etcd37, args...)
+		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Etcd37, args...)
 	default:
 		return nil, s.fail(fmt.Errorf("%w %q", ErrUnknownServer, kind))
 	}

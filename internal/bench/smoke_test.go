@@ -36,13 +36,13 @@ func TestMain(m *testing.M) {
 }
 
 // smokeServers returns the programs and the servers the smoke test runs:
-// etcd 3.4 always, Strata when this build has `strata serve`. It skips the
-// test when hey or etcd is missing.
+// etcd 3.4 always, Strata when this build has `strata serve`, and wrk. It
+// skips the test when wrk or etcd is missing.
 func smokeServers(t *testing.T) (bench.Programs, []bench.Kind, string) {
 	t.Helper()
-	hey, err := exec.LookPath("hey")
+	wrk, err := exec.LookPath("wrk")
 	if err != nil {
-		t.Skip("hey is not on PATH: the benchmark smoke test needs it (apt-get install hey)")
+		t.Skip("wrk is not on PATH: the benchmark smoke test needs it (apt-get install wrk)")
 	}
 	etcd, err := exec.LookPath("etcd")
 	if err != nil {
@@ -60,7 +60,7 @@ func smokeServers(t *testing.T) (bench.Programs, []bench.Kind, string) {
 	} else {
 		t.Log("this build has no `strata serve`: smoke test on etcd alone")
 	}
-	return p, kinds, hey
+	return p, kinds, wrk
 }
 
 // v2Index is the modifiedIndex of /v2/keys/foo.
@@ -82,6 +82,27 @@ func v2Index(t *testing.T, s *bench.Server) int64 {
 	return ev.Node.ModifiedIndex
 }
 
+// settledV2Index is v2Index once the writes wrk left in flight when it
+// stopped have been applied: the same in five reads 20 ms apart, within
+// 10 s.
+func settledV2Index(t *testing.T, s *bench.Server) int64 {
+	t.Helper()
+	last, same := v2Index(t, s), 0
+	for deadline := time.Now().Add(10 * time.Second); same < 5; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the v2 index still moves 10 s after the load stopped", s.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+		cur := v2Index(t, s)
+		if cur == last {
+			same++
+		} else {
+			last, same = cur, 0
+		}
+	}
+	return last
+}
+
 // v3Rev is the store revision.
 func v3Rev(t *testing.T, s *bench.Server) int64 {
 	t.Helper()
@@ -101,10 +122,10 @@ func v3Rev(t *testing.T, s *bench.Server) int64 {
 
 // TestSmokeCounts loads each server with a few hundred requests and checks
 // that what the harness counts is what the server applied: every write
-// hey or the v3 generator counts as done moved the v2 index or the v3
+// wrk or the v3 generator counts as done moved the v2 index or the v3
 // revision by one.
 func TestSmokeCounts(t *testing.T) {
-	p, kinds, hey := smokeServers(t)
+	p, kinds, wrk := smokeServers(t)
 	ctx := context.Background()
 	for _, k := range kinds {
 		s, err := bench.StartServer(ctx, k, p, t.TempDir(), bench.StartOptions{})
@@ -117,27 +138,34 @@ func TestSmokeCounts(t *testing.T) {
 			}
 		})
 
-		// v2: 300 requests on 8 clients are 37 per client, 296 in all.
-		w := bench.HeyRun{Hey: hey, URL: s.URL + "/v2/keys/foo", Value: strings.Repeat("a", 64), Clients: 8, Requests: 300, Timeout: time.Minute}
-		first, err := w.Run(ctx)
+		// v2: wrk runs for a time; the requests in flight when it stops
+		// are written but not counted, at most one per connection.
+		const clients = 8
+		w := bench.WrkRun{Wrk: wrk, URL: s.URL + "/v2/keys/foo", Value: strings.Repeat("a", 64), Clients: clients, Duration: time.Second, Dir: t.TempDir()}
+		req, err := http.NewRequest(http.MethodPut, s.URL+"/v2/keys/foo?value=first", nil)
 		if err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
+			t.Fatal(err)
 		}
-		before := v2Index(t, s)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: creating /v2/keys/foo: %v, %v", s.Name, resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		before := settledV2Index(t, s)
 		r, err := w.Run(ctx)
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
-		after := v2Index(t, s)
-		if first.Requests != 296 || r.Requests != 296 || r.Errors != 0 || r.QPS <= 0 || r.P90 <= 0 {
-			t.Errorf("%s v2 write: %+v then %+v, want 296 requests each, no errors", s.Name, first, r)
+		after := settledV2Index(t, s)
+		if r.Requests < 1 || r.Errors != 0 || r.QPS <= 0 || r.P90 <= 0 || r.P99 < r.P90 || r.LoadCPUSeconds <= 0 {
+			t.Errorf("%s v2 write: %+v, want requests, no errors, latencies and wrk's CPU time", s.Name, r)
 		}
-		if after-before != int64(r.Requests) {
-			t.Errorf("%s v2 write: modifiedIndex moved by %d for %d writes counted", s.Name, after-before, r.Requests)
+		if moved := after - before; moved < int64(r.Requests) || moved > int64(r.Requests+clients) {
+			t.Errorf("%s v2 write: modifiedIndex moved by %d for %d writes counted on %d connections", s.Name, moved, r.Requests, clients)
 		}
-		rd := bench.HeyRun{Hey: hey, URL: s.URL + "/v2/keys/foo", Clients: 4, Requests: 200, Timeout: time.Minute}
-		if r, err := rd.Run(ctx); err != nil || r.Requests != 200 || r.Errors != 0 {
-			t.Errorf("%s v2 read: %+v, %v; want 200 requests", s.Name, r, err)
+		rd := bench.WrkRun{Wrk: wrk, URL: s.URL + "/v2/keys/foo", Clients: 4, Duration: time.Second}
+		if r, err := rd.Run(ctx); err != nil || r.Requests < 1 || r.Errors != 0 {
+			t.Errorf("%s v2 read: %+v, %v; want requests and no errors", s.Name, r, err)
 		}
 		if got := v2Index(t, s); got != after {
 			t.Errorf("%s: reads moved the v2 index from %d to %d", s.Name, after, got)
@@ -166,12 +194,16 @@ func TestSmokeCounts(t *testing.T) {
 
 // TestSmokeTables runs both tables end to end on one pass of a few rows.
 func TestSmokeTables(t *testing.T) {
-	p, kinds, hey := smokeServers(t)
+	p, kinds, wrk := smokeServers(t)
+	pin, why := bench.DefaultPinning()
+	if why != "" {
+		t.Logf("unpinned: %s", why)
+	}
 	var progress strings.Builder
 	q, err := bench.RunQPS(context.Background(), bench.QPSOptions{
 		Servers: kinds, V3Peer: bench.KindEtcd34, ValueSizes: []int{64}, Clients: []int{1, 8},
-		Passes: 1, Requests: 200, SingleRequests: 50, RunTimeout: time.Minute,
-		Hey: hey, Programs: p, Dir: t.TempDir(), Progress: &progress,
+		Passes: 1, Requests: 200, SingleRequests: 50, Duration: time.Second, RunTimeout: time.Minute,
+		Wrk: wrk, Pin: pin, Programs: p, Dir: t.TempDir(), Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
@@ -184,9 +216,15 @@ func TestSmokeTables(t *testing.T) {
 		if s.Row.Clients == 1 {
 			want = 50
 		}
-		if s.Requests != want || s.Result.Requests != want || s.Result.Errors != 0 {
+		if s.Row.API == bench.APIV2 {
+			want = s.Result.Requests // wrk runs for a time
+		}
+		if s.Requests != want || s.Result.Requests != want || want < 1 || s.Result.Errors != 0 {
 			t.Errorf("%v on %s: sent %d, %+v; want %d requests", s.Row, s.Name, s.Requests, s.Result, want)
 		}
+	}
+	if !strings.Contains(progress.String(), pin.String()) {
+		t.Errorf("progress does not say how the run was pinned (%q):\n%s", pin, progress.String())
 	}
 	var out strings.Builder
 	if err := q.Table().Render(&out, "table"); err != nil {

@@ -150,7 +150,7 @@ func (l V3Load) Run(ctx context.Context) (Result, error) {
 			}
 		}
 		slices.Sort(ok)
-		r.P90 = percentile(ok, 90)
+		r.P90, r.P99 = percentile(ok, 90), percentile(ok, 99)
 	}
 	return r, nil
 }
