@@ -147,10 +147,8 @@ type benchQPSOptions struct {
 	runTimeout   time.Duration
 	duration     time.Duration
 	wrk          string
-	pin          bool
-	serverCPUs   string
-	loadCPUs     string
-	runs         bool
+	pinFlags
+	runs bool
 }
 
 // AddFlags registers qps's flags.
@@ -169,9 +167,7 @@ func (o *benchQPSOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.serializable, "serializable", false, "serializable v3 reads instead of linearizable (clientv3's default)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 2*time.Minute, "bound on each run")
 	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk `EXECUTABLE` (Debian: apt-get install wrk)")
-	fs.BoolVar(&o.pin, "pin", true, "pin each server to --server-cpus and the load tools (wrk, and this process for v3) to --load-cpus with taskset; --pin=false shares every CPU")
-	fs.StringVar(&o.serverCPUs, "server-cpus", bench.DefaultServerCPUs, "`CPUS` the servers run on when pinned (taskset -c list)")
-	fs.StringVar(&o.loadCPUs, "load-cpus", bench.DefaultLoadCPUs, "`CPUS` the load tools run on when pinned (taskset -c list)")
+	o.pinFlags.AddFlags(fs)
 	fs.BoolVar(&o.runs, "runs", false, "also print every run, not only the medians")
 }
 
@@ -257,10 +253,23 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 	return runErr
 }
 
+// pinFlags are the benchmarks' --pin, --server-cpus and --load-cpus.
+type pinFlags struct {
+	pin                  bool
+	serverCPUs, loadCPUs string
+}
+
+// AddFlags registers the pinning flags.
+func (o *pinFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.pin, "pin", true, "pin each server to --server-cpus and the load tools (wrk, and this process for v3) to --load-cpus with taskset; --pin=false shares every CPU")
+	fs.StringVar(&o.serverCPUs, "server-cpus", bench.DefaultServerCPUs, "`CPUS` the servers run on when pinned (taskset -c list)")
+	fs.StringVar(&o.loadCPUs, "load-cpus", bench.DefaultLoadCPUs, "`CPUS` the load tools run on when pinned (taskset -c list)")
+}
+
 // pinning resolves --pin, --server-cpus and --load-cpus. Pinning is the
 // default where it can be done (taskset and two CPUs); where it cannot,
 // and the CPUs were not asked for, the run goes on unpinned and says so.
-func (o *benchQPSOptions) pinning(progress io.Writer) (bench.Pinning, error) {
+func (o *pinFlags) pinning(progress io.Writer) (bench.Pinning, error) {
 	if !o.pin {
 		return bench.Pinning{}, nil
 	}

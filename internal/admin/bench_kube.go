@@ -26,7 +26,7 @@ type benchKubeOptions struct {
 	timeout      time.Duration
 	endpoint     string
 	plot         string
-	pinServer    string
+	pinFlags
 }
 
 // AddFlags registers kube's flags.
@@ -43,7 +43,7 @@ func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
 	fs.DurationVar(&o.timeout, "load-timeout", 30*time.Minute, "bound on each server's load")
 	fs.StringVar(&o.plot, "plot", "", "also draw the time line (puts/s and p99 per second, compactions marked) as SVG to `FILE`")
-	fs.StringVar(&o.pinServer, "pin-server", "", "move each server's threads onto `CPUS` (taskset -c form, such as 0) once started; run the benchmark itself under taskset -c on other CPUs to pin the load")
+	o.pinFlags.AddFlags(fs)
 	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
 }
 
@@ -99,8 +99,12 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 		res := &bench.KubeRun{Options: bench.KubeOptions{Load: load}, Samples: []bench.KubeSample{{Name: o.endpoint, KubeResult: r}}}
 		return errors.Join(err, o.write(cmd, res))
 	}
+	pin, err := o.pinning(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
 	ko := bench.KubeOptions{
-		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, PinServer: o.pinServer, Progress: cmd.ErrOrStderr(),
+		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, Pin: pin, Progress: cmd.ErrOrStderr(),
 		Load: load,
 	}
 	var cleanup func()

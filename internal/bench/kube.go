@@ -7,10 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -632,19 +630,6 @@ func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64
 	}
 }
 
-// pinProcess moves every thread of process pid onto cpus (taskset -a -p
-// -c), whose threads started later inherit; "" does nothing.
-func pinProcess(cpus string, pid int) error {
-	if cpus == "" {
-		return nil
-	}
-	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w: pinning the server (pid %d) to CPUs %q: %w: %s", ErrKubeLoad, pid, cpus, err, out)
-	}
-	return nil
-}
-
 // dirBytes is the size of the files under dir.
 func dirBytes(dir string) int64 {
 	var n int64
@@ -674,12 +659,10 @@ type KubeOptions struct {
 	Load KubeLoad
 	// QuotaBytes is etcd's backend quota, raised to fit the load.
 	QuotaBytes int64
-	// PinServer, a CPU list in taskset's -c form ("0"), moves every
-	// thread of each server onto those CPUs once it has started (and
-	// again after its restart); "" leaves them where they are. The load,
-	// which runs in this process, is pinned by running the benchmark
-	// under taskset -c on other CPUs.
-	PinServer string
+	// Pin runs each server (and its restart) on Pin.ServerCPUs and the
+	// load, which runs in this process, on Pin.LoadCPUs; the zero
+	// Pinning leaves everything unpinned. See DefaultPinning.
+	Pin Pinning
 	// Progress receives progress lines.
 	Progress io.Writer
 }
@@ -711,6 +694,15 @@ func RunKube(ctx context.Context, o KubeOptions) (*KubeRun, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if err := o.Pin.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKubeLoad, err)
+	}
+	fmt.Fprintf(o.Progress, "%s\n", o.Pin)
+	unpin, err := o.Pin.PinSelf()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pinning the load: %w", ErrKubeLoad, err)
+	}
+	defer unpin()
 	res := &KubeRun{Options: o}
 	for pass := range o.Passes {
 		for _, k := range rotate(o.Servers, pass) {
@@ -728,7 +720,7 @@ func RunKube(ctx context.Context, o KubeOptions) (*KubeRun, error) {
 }
 
 func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err error) {
-	s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{QuotaBytes: o.QuotaBytes})
+	s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{QuotaBytes: o.QuotaBytes, Pin: o.Pin})
 	if err != nil {
 		return smp, err
 	}
@@ -737,9 +729,6 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 			err = serr
 		}
 	}()
-	if err := pinProcess(o.PinServer, s.PID()); err != nil {
-		return smp, err
-	}
 	smp = KubeSample{Kind: k, Name: s.Name}
 	load := o.Load
 	load.Endpoint = s.Endpoint
@@ -766,7 +755,7 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 	if smp.RSSBytes, _, err = s.RSS(); err != nil {
 		return smp, err
 	}
-	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods, o.PinServer)
+	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods)
 	return smp, err
 }
 

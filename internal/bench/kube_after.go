@@ -27,9 +27,8 @@ type KubeAfter struct {
 }
 
 // measureAfter takes a snapshot of s into a file under dir, then restarts
-// s on its data, which must still hold pods pods, pinned to cpus (see
-// KubeOptions.PinServer).
-func measureAfter(ctx context.Context, s *Server, dir string, pods int, cpus string) (KubeAfter, error) {
+// s on its data, which must still hold pods pods.
+func measureAfter(ctx context.Context, s *Server, dir string, pods int) (KubeAfter, error) {
 	var a KubeAfter
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
 	if err != nil {
@@ -40,7 +39,7 @@ func measureAfter(ctx context.Context, s *Server, dir string, pods int, cpus str
 	if err != nil {
 		return a, err
 	}
-	took, n, err := restartServer(ctx, s, c, cpus)
+	took, n, err := restartServer(ctx, s, c)
 	a.RestartSeconds = took.Seconds()
 	if err == nil && n != int64(pods) {
 		err = fmt.Errorf("%w: %s holds %d pods after a restart, want %d", ErrKubeLoad, s.Kind, n, pods)
@@ -77,11 +76,12 @@ func saveSnapshot(ctx context.Context, c *clientv3.Client, dir string) (float64,
 }
 
 // restartServer stops s with SIGTERM, starts the same command on the same
-// data directory (its threads on cpus), and returns the time from the start to the first
-// linearizable read c gets answered, and the number of pods it read. It restarts a Server in place, which
+// data directory (under the same taskset, when pinned), and returns the
+// time from the start to the first linearizable read c gets answered, and
+// the number of pods it read. It restarts a Server in place, which
 // StartServer has no call for, so it sets up the process as StartServer
 // does.
-func restartServer(ctx context.Context, s *Server, c *clientv3.Client, cpus string) (time.Duration, int64, error) {
+func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Duration, int64, error) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -109,9 +109,6 @@ func restartServer(ctx context.Context, s *Server, c *clientv3.Client, cpus stri
 		s.waitErr = cmd.Wait()
 		close(done)
 	}(s.cmd, s.done)
-	if err := pinProcess(cpus, s.PID()); err != nil {
-		return 0, 0, err
-	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
