@@ -45,12 +45,7 @@ func TestCompressionLevels(t *testing.T) {
 	if err := db.CompactAll(); err != nil {
 		t.Fatal(err)
 	}
-	checkTables(t, db, "after the first CompactAll", func(level int, codec string) string {
-		if level != 6 || codec != storedNames[6] {
-			return fmt.Sprintf("want L6 %s", storedNames[6])
-		}
-		return ""
-	})
+	checkTables(t, db, "after the first CompactAll", inL6)
 
 	// Rewrite keys spread over the whole range, flushing often: L0
 	// compacts into the base level above L6, and on down.
@@ -91,12 +86,16 @@ func TestCompressionLevels(t *testing.T) {
 	if err := db.CompactAll(); err != nil {
 		t.Fatal(err)
 	}
-	checkTables(t, db, "after the second CompactAll", func(level int, codec string) string {
-		if level != 6 || codec != storedNames[6] {
-			return fmt.Sprintf("want L6 %s", storedNames[6])
-		}
-		return ""
-	})
+	checkTables(t, db, "after the second CompactAll", inL6)
+}
+
+// inL6 is the state after CompactAll: every table in L6, carrying L6's
+// codec.
+func inL6(level int, codec string) string {
+	if level != 6 || codec != storedNames[6] {
+		return fmt.Sprintf("want L6 %s", storedNames[6])
+	}
+	return ""
 }
 
 // checkTables applies check to every table and fails with what it says;
