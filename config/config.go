@@ -78,6 +78,19 @@ type Config struct {
 	// every table into its level's codec. The default value is "zstd".
 	CompressionBottommost string `toml:"compression_bottommost" yaml:"compression_bottommost" json:"compression_bottommost"`
 
+	// CompressionLevels is the block codec of each level, L0 first: seven
+	// names as compression_default takes them, as RocksDB users set
+	// compression_per_level (["none", "none", "lz4", "lz4", "lz4", "zstd",
+	// "zstd"]: cheap flushes, lz4 where data is rewritten often, zstd where
+	// it settles). When set it replaces compression_default and
+	// compression_bottommost, which then have no effect, and a config file
+	// may not give it beside them. Levels are Pebble's absolute levels
+	// (Levels[i].Compression); RocksDB with level_compaction_dynamic_level_bytes
+	// counts the entries after L0 from its base level instead (see
+	// docs/config.md). Empty means compression_default on L0-L5 and
+	// compression_bottommost on L6. The default value is empty.
+	CompressionLevels []string `toml:"compression_levels" yaml:"compression_levels" json:"compression_levels"`
+
 	// ZstdLevel is the zstd level used where a codec says just "zstd"
 	// (RocksDB's compression_opts.level); "zstd:N" overrides it per setting.
 	// 1..22. The default value is 3.
@@ -238,6 +251,7 @@ func Default() *Config {
 func (c *Config) Clone() *Config {
 	out := *c
 	out.DBPaths = append([]DBPath(nil), c.DBPaths...)
+	out.CompressionLevels = append([]string(nil), c.CompressionLevels...)
 	out.Cluster.Members = append([]ClusterMember(nil), c.Cluster.Members...)
 	return &out
 }

@@ -128,6 +128,9 @@ const (
 	// keySize is a size in bytes under a RocksDB name: a non-negative
 	// integer, or a string with RocksDB's suffix ("64m"; parseSize).
 	keySize
+	// keyCodecList is a list of codec names (compression_levels); null or
+	// [] means no entries.
+	keyCodecList
 )
 
 // keySpec is one key of a table: its name and type.
@@ -177,6 +180,8 @@ func schemaOf(t reflect.Type) schema {
 			switch {
 			case f.Type.Elem() == reflect.TypeFor[DBPath]():
 				spec.kind, spec.sub = keyDBPaths, schemaOf(f.Type.Elem())
+			case f.Type.Elem().Kind() == reflect.String:
+				spec.kind = keyCodecList
 			case f.Type.Elem().Kind() == reflect.Struct:
 				spec.kind, spec.sub = keyTableList, schemaOf(f.Type.Elem())
 			default:
@@ -295,6 +300,18 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 				c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a codec name")
 			}
 		}
+	case keyCodecList:
+		switch v.kind {
+		case kindNull: // an empty list
+		case kindList:
+			for i, item := range v.list {
+				if item.kind != kindString {
+					c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a codec name")
+				}
+			}
+		default:
+			c.add(key, v, "expected a list of codec names, L0 first")
+		}
 	case keyTable:
 		if v.kind != kindTable {
 			c.add(key, v, "expected a table (a ["+key+"] section)")
@@ -362,6 +379,12 @@ func assign(dst reflect.Value, t *value, s schema, bad map[*value]bool) {
 			}
 		case keyBool:
 			f.SetBool(v.boolean)
+		case keyCodecList:
+			var names []string // null and [] mean no entries
+			for _, item := range v.list {
+				names = append(names, item.str)
+			}
+			f.Set(reflect.ValueOf(names))
 		case keyTable:
 			assign(f, v, spec.sub, bad)
 		case keyDBPaths, keyTableList:

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -20,8 +21,11 @@ func (e *FieldError) Error() string {
 }
 
 func formatValue(v any) string {
-	if s, ok := v.(string); ok {
-		return fmt.Sprintf("%q", s)
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", x)
+	case []string:
+		return string(quotedList(x))
 	}
 	return fmt.Sprint(v)
 }
@@ -47,4 +51,13 @@ func (e *ValidationError) Unwrap() []error {
 		out[i] = p
 	}
 	return out
+}
+
+// quotedList shows a list of strings as a file writes it: ["none", "lz4"].
+func quotedList(items []string) rawValue {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = strconv.Quote(s)
+	}
+	return rawValue("[" + strings.Join(quoted, ", ") + "]")
 }

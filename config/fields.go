@@ -65,6 +65,9 @@ type field struct {
 	// with a changed one), which reason explains (Notes).
 	noteIf func(r *Resolved) bool
 	reason string
+	// noteWhy, if set in place of noteIf, returns the reason of the note,
+	// "" for none.
+	noteWhy func(r *Resolved) string
 	// text reads and writes a value that is not a plain string, bool or
 	// number (or, with key empty, the whole line).
 	text *textForm
@@ -185,15 +188,17 @@ func init() {
 			reason: "Strata uses target_file_size_base on every level (multiplier 1)"},
 		{key: "max_bytes_for_level_base_mb", section: sectionCF, rocksdb: "max_bytes_for_level_base", scale: mib, limits: inRange(1, 1<<20), def: 256},
 		{key: "optimize_filters_for_hits", section: sectionCF, rocksdb: "optimize_filters_for_hits", def: false},
-		{section: sectionCF, rocksdb: "compression", text: compressionText, sets: []string{"compression_default"}},
-		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText, sets: []string{"compression_bottommost"}},
-		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText, sets: []string{"compression_default", "compression_bottommost"}},
-		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText, sets: []string{"compression_default"}},
-		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText, sets: []string{"compression_bottommost"}},
+		{section: sectionCF, rocksdb: "compression", text: compressionText, sets: []string{"compression_default", "compression_levels"}},
+		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText, sets: []string{"compression_bottommost", "compression_levels"}},
+		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText, sets: []string{"compression_default", "compression_bottommost", "compression_levels"}},
+		{section: sectionCF, rocksdb: "compression_opts", text: compressionOptsText, sets: []string{"compression_default", "compression_levels"}},
+		{section: sectionCF, rocksdb: "bottommost_compression_opts", text: bottommostOptsText, sets: []string{"compression_bottommost", "compression_levels"}},
 		{key: "compression_default", section: sectionCF, def: "lz4", check: (*validator).codec, text: spellingText,
-			noteIf: func(r *Resolved) bool { return requestsLZ4(r, 0) }, reason: reasonLZ4},
+			noteWhy: func(r *Resolved) string { return namedCodecNote(r, 0) }},
 		{key: "compression_bottommost", section: sectionCF, def: "zstd", check: (*validator).codec, text: spellingText,
-			noteIf: func(r *Resolved) bool { return requestsLZ4(r, 1) }, reason: reasonLZ4},
+			noteWhy: func(r *Resolved) string { return namedCodecNote(r, 1) }},
+		{key: "compression_levels", section: sectionCF, check: (*validator).codecLevels, text: levelsText,
+			noteIf: levelsRequestLZ4, reason: reasonLZ4},
 
 		{key: "block_size", section: sectionTable, rocksdb: "block_size", limits: inRange(1<<10, 1<<20), def: 4096},
 		{key: "bottommost_block_size", section: sectionTable, limits: &limits{min: 1 << 10, max: 1 << 20, zeroMeans: "block_size"}, def: 32768,
@@ -302,6 +307,16 @@ func indexFields() {
 	}
 }
 
+// fieldByKey returns the row of a Config key, nil if there is none.
+func fieldByKey(key string) *field {
+	for _, f := range byField {
+		if f.key == key {
+			return f
+		}
+	}
+	return nil
+}
+
 // value returns the Config field of the row.
 func (f *field) value(c *Config) reflect.Value {
 	return reflect.ValueOf(c).Elem().FieldByIndex(f.index)
@@ -348,6 +363,8 @@ func (f *field) rangeText() string {
 		return f.limits.String()
 	case f.text == spellingText:
 		return strings.Join(compression.Names(), ", ")
+	case f.text == levelsText:
+		return fmt.Sprintf("[] or %d codecs, L0 first", NumLevels)
 	}
 	return "-"
 }

@@ -226,16 +226,6 @@ func TestUnmappedAreNotRows(t *testing.T) {
 	}
 }
 
-// fieldByKey returns the row of a file key, or nil.
-func fieldByKey(key string) *field {
-	for _, f := range byField {
-		if f.key == key {
-			return f
-		}
-	}
-	return nil
-}
-
 // TestDocsServerTableMatches holds docs/config.md's [server] table to
 // ServerConfig: every key once, none that does not exist, each with
 // defaultServer()'s value. (The [server] and [cluster] sections keep their

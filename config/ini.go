@@ -125,6 +125,7 @@ const (
 	rocksDBSpecial = ":#"
 	strataSpecial  = ""
 	dbPathSpecial  = ":,"
+	levelsSpecial  = ","
 )
 
 // escapeValue escapes s for an OPTIONS file as RocksDB does: a backslash

@@ -143,8 +143,8 @@ func parseFormat(format string) (string, error) {
 
 // Marshal writes c in the given format ("toml", "yaml" or "yml", "json"),
 // every key in field order, so that Parse (and Load) of the result yields a
-// Config equal to c, provided c is valid. An empty db_paths is written as an
-// empty list. Marshal does not validate c.
+// Config equal to c, provided c is valid. An empty db_paths or
+// compression_levels is written as an empty list. Marshal does not validate c.
 func (c *Config) Marshal(format string) ([]byte, error) {
 	f, err := parseFormat(format)
 	if err != nil {
@@ -153,6 +153,9 @@ func (c *Config) Marshal(format string) ([]byte, error) {
 	out := c.Clone()
 	if out.DBPaths == nil {
 		out.DBPaths = []DBPath{} // "db_paths = []" rather than an absent key or null
+	}
+	if out.CompressionLevels == nil {
+		out.CompressionLevels = []string{}
 	}
 	var buf bytes.Buffer
 	switch f {

@@ -40,6 +40,7 @@ func allChanged() *Config {
 		DBPaths:                          []DBPath{{"/nvme2/strata", 500 << 30}, {"/hdd/strata", 4 << 40}},
 		CompressionDefault:               "snappy",
 		CompressionBottommost:            "zstd:9",
+		CompressionLevels:                []string{"none", "none", "lz4", "lz4", "zstd:1", "zstd", "zstd:9"},
 		ZstdLevel:                        5,
 		BlockSize:                        16384,
 		BottommostBlockSize:              65536,
@@ -115,14 +116,20 @@ func roundTripConfigs() map[string]*Config {
 	minlz.CompressionDefault, minlz.CompressionBottommost = "minlz", "none"
 	zstd := Default()
 	zstd.CompressionDefault, zstd.CompressionBottommost, zstd.ZstdLevel = "zstd:6", "zstd", 5
+	perLevel := Default()
+	perLevel.CompressionLevels = []string{"none", "none", "lz4", "lz4", "lz4", "zstd", "zstd"}
+	uniform := Default()
+	uniform.CompressionLevels = []string{"snappy", "snappy", "snappy", "snappy", "snappy", "snappy", "minlz"}
 	return map[string]*Config{
-		"default":     Default(),
-		"all changed": allChanged(),
-		"sync":        syncOn(),
-		"themis":      themisExample(),
-		"odd strings": odd,
-		"minlz":       minlz,
-		"zstd levels": zstd,
+		"per level":         perLevel,
+		"per level uniform": uniform,
+		"default":           Default(),
+		"all changed":       allChanged(),
+		"sync":              syncOn(),
+		"themis":            themisExample(),
+		"odd strings":       odd,
+		"minlz":             minlz,
+		"zstd levels":       zstd,
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -78,5 +79,34 @@ func TestNoteString(t *testing.T) {
 		if got := tt.note.String(); got != tt.want {
 			t.Errorf("String() = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestNotesCompressionLevels: beside compression_levels, a codec of
+// compression_default or compression_bottommost other than the default has
+// no effect and says so; lz4 among the levels is noted as stored as MinLZ.
+func TestNotesCompressionLevels(t *testing.T) {
+	c := Default()
+	c.CompressionLevels = []string{"none", "none", "zstd", "zstd", "zstd", "zstd", "zstd:9"}
+	codecNotes := func() []string {
+		var got []string
+		for _, n := range c.Notes() {
+			if strings.HasPrefix(n.Key, "compression_") {
+				got = append(got, n.String())
+			}
+		}
+		return got
+	}
+	if got := codecNotes(); got != nil {
+		t.Errorf("Notes() with the default codecs beside compression_levels = %q, want none on codecs", got)
+	}
+	c.CompressionBottommost = "snappy"
+	c.CompressionLevels[1] = "lz4"
+	want := []string{
+		`compression_bottommost = "snappy": no effect: compression_levels gives every level's codec`,
+		`compression_levels = ["none", "lz4", "zstd", "zstd", "zstd", "zstd", "zstd:9"]: lz4 is stored as MinLZ: Pebble's block format has no LZ4`,
+	}
+	if got := codecNotes(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Notes() =\n%q\nwant\n%q", got, want)
 	}
 }

@@ -1,6 +1,11 @@
 package config
 
-import "github.com/stratadb/strata/compression"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/stratadb/strata/compression"
+)
 
 // NumLevels is the number of levels of the LSM (Pebble's), L0 to L6; the
 // last is the bottommost.
@@ -14,19 +19,60 @@ const NumLevels = numLevels
 type Resolved struct {
 	// Config is the configuration resolved. It must not be changed.
 	Config *Config
-	// Codecs is the codec of each level, L0 first: compression_default on
-	// L0-L5, compression_bottommost on L6, zstd_level in place of a plain
-	// "zstd"'s level.
+	// Codecs is the codec of each level, L0 first: compression_levels when
+	// set, else compression_default on L0-L5 and compression_bottommost on
+	// L6; zstd_level in place of a plain "zstd"'s level.
 	Codecs [NumLevels]compression.Codec
 	// Notes lists the settings accepted without (or with a changed) effect.
 	Notes []Note
 	// Cache is the split of Pebble's cache between blocks and memtables.
 	Cache CacheSplit
 
-	// codecErr holds the errors of compression_default and
-	// compression_bottommost for a Config that was not validated (the
-	// OPTIONS writer of an invalid Config); nil after Resolve.
-	codecErr [2]error
+	// named holds the codecs of compression_default and
+	// compression_bottommost, and codecErr their errors, levelErrs those of
+	// compression_levels' entries, for a Config that was not validated (the
+	// OPTIONS writer of an invalid Config); all nil after Resolve.
+	named     [2]compression.Codec
+	codecErr  [2]error
+	levelErrs []error
+}
+
+// perLevel reports whether compression_levels gives the codecs.
+func (r *Resolved) perLevel() bool { return len(r.Config.CompressionLevels) > 0 }
+
+// codecsOK reports whether every codec setting in effect parsed.
+func (r *Resolved) codecsOK() bool {
+	if r.perLevel() {
+		if len(r.levelErrs) != NumLevels {
+			return false
+		}
+		for _, err := range r.levelErrs {
+			if err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return r.codecErr[0] == nil && r.codecErr[1] == nil
+}
+
+// DescribeCodecs returns the codec of every level, runs of one codec
+// merged: "L0-L5 lz4 (stored as minlz), L6 zstd".
+func (r *Resolved) DescribeCodecs() string {
+	var parts []string
+	for start := 0; start < NumLevels; {
+		end := start
+		for end+1 < NumLevels && r.Codecs[end+1] == r.Codecs[start] {
+			end++
+		}
+		levels := fmt.Sprintf("L%d", start)
+		if end > start {
+			levels += fmt.Sprintf("-L%d", end)
+		}
+		parts = append(parts, levels+" "+r.Codecs[start].Describe())
+		start = end + 1
+	}
+	return strings.Join(parts, ", ")
 }
 
 // CacheSplit is how Strata sizes Pebble's one cache. Pebble reserves each
@@ -65,11 +111,25 @@ func (c *Config) resolve() *Resolved {
 	r := &Resolved{Config: c}
 	levels, err0 := c.codec(c.CompressionDefault)
 	bottom, err1 := c.codec(c.CompressionBottommost)
-	r.codecErr = [2]error{err0, err1}
+	r.named, r.codecErr = [2]compression.Codec{levels, bottom}, [2]error{err0, err1}
 	for l := range r.Codecs {
 		r.Codecs[l] = levels
 	}
 	r.Codecs[NumLevels-1] = bottom
+	if r.perLevel() {
+		r.levelErrs = make([]error, len(c.CompressionLevels))
+		var codecs [NumLevels]compression.Codec
+		for l, name := range c.CompressionLevels {
+			codec, err := c.codec(name)
+			r.levelErrs[l] = err
+			if l < NumLevels {
+				codecs[l] = codec
+			}
+		}
+		if r.codecsOK() {
+			r.Codecs = codecs
+		}
+	}
 	budget := int64(max(2, c.MaxWriteBufferNumber)+1) * (c.MemtableSizeMB << 20)
 	r.Cache = CacheSplit{
 		BlockShareBytes:     c.BlockCacheSizeMB << 20,
@@ -89,17 +149,17 @@ func (c *Config) codec(name string) (compression.Codec, error) {
 	return codec.WithDefaultLevel(c.ZstdLevel), nil
 }
 
-// Codecs returns the codecs of levels 0-5 and of the bottommost level,
-// with zstd_level applied where a codec says plain "zstd". An invalid name
+// Codecs returns the codecs of level 0 and of the bottommost level (with
+// compression_levels unset: those of levels 0-5 and of L6), with
+// zstd_level applied where a codec says plain "zstd". An invalid name
 // yields an error naming the key. Code that holds a Resolved reads its
 // Codecs instead.
 func (c *Config) Codecs() (levels, bottommost compression.Codec, err error) {
 	r := c.resolve()
-	for i, key := range []string{"compression_default", "compression_bottommost"} {
-		if e := r.codecErr[i]; e != nil {
-			name := []string{c.CompressionDefault, c.CompressionBottommost}[i]
-			return r.Codecs[0], r.Codecs[NumLevels-1], &FieldError{Key: key, Value: name, Rule: e.Error()}
-		}
+	if !r.codecsOK() {
+		var v validator
+		v.codecs(c, r)
+		return r.Codecs[0], r.Codecs[NumLevels-1], v.problems[0]
 	}
 	return r.Codecs[0], r.Codecs[NumLevels-1], nil
 }

@@ -159,11 +159,8 @@ var filterPolicyText = &textForm{
 // collects them and combines them once the file is read (resolveCodecs).
 // An invalid codec leaves the five out.
 
-// codecsOK reports whether both codecs of r parsed.
-func codecsOK(r *Resolved) bool { return r.codecErr[0] == nil && r.codecErr[1] == nil }
-
 var compressionText = &textForm{
-	format: func(r *Resolved) (string, bool) { return r.Codecs[0].RocksDBName(), codecsOK(r) },
+	format: func(r *Resolved) (string, bool) { return r.Codecs[0].RocksDBName(), r.codecsOK() },
 	parse: func(imp *importer, f *field, value, _ string) error {
 		if codec, ok := imp.rocksDBCodec(f.rocksdb, value); ok {
 			imp.codecs.compression = &codec
@@ -173,7 +170,7 @@ var compressionText = &textForm{
 }
 
 var bottommostCompressionText = &textForm{
-	format: func(r *Resolved) (string, bool) { return r.Codecs[numLevels-1].RocksDBName(), codecsOK(r) },
+	format: func(r *Resolved) (string, bool) { return r.Codecs[numLevels-1].RocksDBName(), r.codecsOK() },
 	parse: func(imp *importer, f *field, value, _ string) error {
 		if value == "kDisableCompressionOption" {
 			return nil // the bottommost level keeps the codec of the other settings
@@ -193,7 +190,7 @@ var perLevelText = &textForm{
 		for i, c := range r.Codecs {
 			names[i] = c.RocksDBName()
 		}
-		return strings.Join(names, ":"), codecsOK(r)
+		return strings.Join(names, ":"), r.codecsOK()
 	},
 	parse: func(imp *importer, f *field, value, _ string) error {
 		var names []string
@@ -223,7 +220,7 @@ func (imp *importer) perLevel(key string, names []string, raw string) {
 }
 
 var compressionOptsText = &textForm{
-	format: func(r *Resolved) (string, bool) { return compressionOpts(r.Codecs[0], false), codecsOK(r) },
+	format: func(r *Resolved) (string, bool) { return compressionOpts(upperZstd(r), false), r.codecsOK() },
 	parse: func(imp *importer, f *field, value, _ string) error {
 		imp.codecs.opts = imp.compressionOpts(f.rocksdb, value)
 		return nil
@@ -231,9 +228,43 @@ var compressionOptsText = &textForm{
 }
 
 var bottommostOptsText = &textForm{
-	format: func(r *Resolved) (string, bool) { return compressionOpts(r.Codecs[numLevels-1], true), codecsOK(r) },
+	format: func(r *Resolved) (string, bool) { return compressionOpts(r.Codecs[numLevels-1], true), r.codecsOK() },
 	parse: func(imp *importer, f *field, value, _ string) error {
 		imp.codecs.bottomOpts = imp.compressionOpts(f.rocksdb, value)
+		return nil
+	},
+}
+
+// upperZstd returns the codec whose level compression_opts carries: the
+// first zstd of levels 0-5 (RocksDB has one level for them), else L0's.
+func upperZstd(r *Resolved) compression.Codec {
+	for _, c := range r.Codecs[:numLevels-1] {
+		if c.Algorithm == compression.Zstd {
+			return c
+		}
+	}
+	return r.Codecs[0]
+}
+
+// levelsText is compression_levels as a "# strata:" comment, the names as
+// the config spelled them, comma-separated: it carries what RocksDB's
+// compression_per_level cannot (several zstd levels among L0-L5, "lz4"
+// against "minlz" spelled as kLZ4Compression). The importer takes it when
+// it means the codecs the RocksDB keys give.
+var levelsText = &textForm{
+	format: func(r *Resolved) (string, bool) {
+		names := make([]string, len(r.Config.CompressionLevels))
+		for i, n := range r.Config.CompressionLevels {
+			names[i] = escapeValue(n, levelsSpecial)
+		}
+		return strings.Join(names, ","), len(names) > 0
+	},
+	parse: func(imp *importer, f *field, _, raw string) error {
+		var names []string
+		for _, n := range splitUnescaped(raw, ',') {
+			names = append(names, unescapeTrim(n))
+		}
+		imp.codecs.levelsSpelling = &levelsSpelling{section: imp.section, names: names}
 		return nil
 	},
 }

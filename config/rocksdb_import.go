@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -121,7 +122,15 @@ type importer struct {
 		opts        codecOpts // compression_opts
 		bottomOpts  codecOpts // bottommost_compression_opts
 		spellings   map[string]*spelling
+		// levelsSpelling is the "# strata: compression_levels=" comment.
+		levelsSpelling *levelsSpelling
 	}
+}
+
+// levelsSpelling is compression_levels as Strata's OPTIONS file spelled it.
+type levelsSpelling struct {
+	section string
+	names   []string
 }
 
 // codecOpts is what Strata reads of a CompressionOptions value.
@@ -349,9 +358,10 @@ func (imp *importer) compressionOpts(key, value string) codecOpts {
 // resolveCodecs combines the codec settings as RocksDB does:
 // compression_per_level overrides compression; bottommost_compression, if
 // set, overrides the last level; bottommost_compression_opts applies to the
-// last level when enabled, compression_opts otherwise. Strata keeps one
-// codec for levels 0-5 and one for level 6; a "# strata:" spelling of the
-// same codec then replaces the derived name.
+// last level when enabled, compression_opts otherwise. One codec for levels
+// 0-5 becomes compression_default, L6's compression_bottommost; different
+// codecs on levels 0-5 become compression_levels, one name per level.
+// "# strata:" spellings of the same codecs then replace the derived names.
 func (imp *importer) resolveCodecs() {
 	c, in := imp.cfg, &imp.codecs
 	n := imp.numLevels
@@ -359,6 +369,7 @@ func (imp *importer) resolveCodecs() {
 		n = numLevels
 	}
 	levels, bottom := in.compression, in.compression
+	var perLevel []compression.Codec // L0-L5 when they differ
 	if len(in.perLevel) > 0 {
 		at := func(level int) compression.Codec { return in.perLevel[min(level, len(in.perLevel)-1)] }
 		uniform := true
@@ -369,10 +380,10 @@ func (imp *importer) resolveCodecs() {
 			first := at(0)
 			levels = &first
 		} else if n > 1 {
-			imp.section = sectionCF
-			imp.lossy("compression_per_level", in.perLevelRaw,
-				"levels 0-5 use different codecs; Strata has one codec for them: compression is used",
-				"levels 0-5 use different codecs: Strata has one codec for L0-L5 (compression_default) and one for L6 (compression_bottommost)")
+			levels = nil
+			for l := range numLevels - 1 {
+				perLevel = append(perLevel, at(min(l, n-2)))
+			}
 		}
 		last := at(n - 1)
 		bottom = &last
@@ -384,14 +395,51 @@ func (imp *importer) resolveCodecs() {
 	if in.bottomOpts.enabled {
 		bottomOpts, bottomKey = in.bottomOpts, "bottommost_compression_opts"
 	}
-	if levels != nil {
-		c.CompressionDefault = imp.codecName(*levels, in.opts, "compression_opts")
-	}
+	bottomName := c.CompressionBottommost
 	if bottom != nil && !in.bottomKept {
-		c.CompressionBottommost = imp.codecName(*bottom, bottomOpts, bottomKey)
+		bottomName = imp.codecName(*bottom, bottomOpts, bottomKey)
 	}
-	imp.applySpelling("compression_default", &c.CompressionDefault, levels != nil)
-	imp.applySpelling("compression_bottommost", &c.CompressionBottommost, bottom != nil && !in.bottomKept)
+	if perLevel != nil {
+		c.CompressionLevels = nil
+		for _, codec := range perLevel {
+			c.CompressionLevels = append(c.CompressionLevels, imp.codecName(codec, in.opts, "compression_opts"))
+		}
+		c.CompressionLevels = append(c.CompressionLevels, bottomName)
+	} else {
+		if levels != nil {
+			c.CompressionDefault = imp.codecName(*levels, in.opts, "compression_opts")
+		}
+		c.CompressionBottommost = bottomName
+	}
+	// Strata's own file of a Config with compression_levels: the levels
+	// come from it, compression_default and compression_bottommost (which
+	// then have no effect) from their spellings alone.
+	byLevels := imp.applyLevelsSpelling(levels != nil || bottom != nil || perLevel != nil)
+	imp.applySpelling("compression_default", &c.CompressionDefault, levels != nil && !byLevels)
+	imp.applySpelling("compression_bottommost", &c.CompressionBottommost, bottom != nil && !in.bottomKept && perLevel == nil && !byLevels)
+}
+
+// applyLevelsSpelling takes the "# strata: compression_levels" comment
+// over when no RocksDB key named a codec (derived false) or the codecs it
+// names write the RocksDB codec keys the file has (RocksDB has one zstd
+// level for L0-L5: the comment carries the others), and reports whether it
+// did; a disagreeing one is listed as Unmapped.
+func (imp *importer) applyLevelsSpelling(derived bool) bool {
+	s := imp.codecs.levelsSpelling
+	if s == nil {
+		return false
+	}
+	c := imp.cfg
+	want := c.Clone().resolve() // the codecs the RocksDB keys give
+	trial := c.Clone()
+	trial.CompressionLevels = s.names
+	if got := trial.resolve(); derived && (!got.codecsOK() || codecKeys(got) != codecKeys(want)) {
+		imp.unmapped = append(imp.unmapped, Unmapped{Section: s.section, Key: strataPrefix + " compression_levels",
+			Value: strings.Join(s.names, ","), Reason: "disagrees with the RocksDB compression keys, which give " + want.DescribeCodecs()})
+		return false
+	}
+	c.CompressionLevels = s.names
+	return true
 }
 
 // codecName returns the config spelling of a RocksDB codec at a zstd level
@@ -477,4 +525,16 @@ func parseInt(key, value string, bits int) (int64, error) {
 		return 0, fmt.Errorf("%s=%s: expected an integer", key, clip(value))
 	}
 	return n, nil
+}
+
+// codecKeys is the OPTIONS text of the RocksDB codec options of r.
+func codecKeys(r *Resolved) string {
+	var b strings.Builder
+	for i := range fields {
+		if f := &fields[i]; f.rocksdb != "" && slices.Contains(f.sets, "compression_levels") {
+			text, _ := f.format(r)
+			b.WriteString(f.rocksdb + "=" + text + "\n")
+		}
+	}
+	return b.String()
 }

@@ -153,16 +153,35 @@ func TestImportMapping(t *testing.T) {
 			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "zstd:7", "snappy" }, nil},
 		{"per level mixed", cf("compression=kSnappyCompression",
 			"compression_per_level=kNoCompression:kNoCompression:kLZ4Compression:kLZ4Compression:kLZ4Compression:kLZ4Compression:kZSTD"),
-			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "snappy", "zstd" },
-			[]string{"compression_per_level=kNoCompression:kNoCompression:kLZ4Compression:kLZ4Compression:kLZ4Compression:kLZ4Compression:kZSTD"}},
+			func(c *Config) { c.CompressionLevels = []string{"none", "none", "lz4", "lz4", "lz4", "lz4", "zstd"} }, nil},
+		{"per level mixed, zstd levels", cf("compression_per_level=kNoCompression:kNoCompression:kLZ4Compression:kLZ4Compression:kLZ4Compression:kZSTD:kZSTD",
+			"compression_opts={level=1;}", "bottommost_compression_opts={level=9;enabled=true;}"),
+			func(c *Config) {
+				c.CompressionLevels = []string{"none", "none", "lz4", "lz4", "lz4", "zstd:1", "zstd:9"}
+			}, nil},
 		{"per level short list", cf("compression_per_level=kLZ4Compression:kZSTD", "bottommost_compression=kSnappyCompression"),
-			func(c *Config) { c.CompressionBottommost = "snappy" }, []string{"compression_per_level=kLZ4Compression:kZSTD"}},
+			func(c *Config) {
+				c.CompressionLevels = []string{"lz4", "zstd", "zstd", "zstd", "zstd", "zstd", "snappy"}
+			}, nil},
+		{"per level, strata spelling", cf("compression_per_level=kNoCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kZSTD:kZSTD",
+			"compression_opts={level=4;}", "# strata: compression_levels=none,snappy,snappy,snappy,snappy,zstd-4,zstd:4", "# strata: compression_default=minlz"),
+			func(c *Config) {
+				c.CompressionLevels = []string{"none", "snappy", "snappy", "snappy", "snappy", "zstd-4", "zstd:4"}
+				c.CompressionDefault = "minlz"
+			}, nil},
+		{"per level, strata spelling disagrees", cf("compression_per_level=kNoCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kZSTD:kZSTD",
+			"# strata: compression_levels=none,none,none,none,none,none,zstd"),
+			func(c *Config) {
+				c.CompressionLevels = []string{"none", "snappy", "snappy", "snappy", "snappy", "zstd", "zstd"}
+			},
+			[]string{"strata: compression_levels=none,none,none,none,none,none,zstd"}},
 		{"per level with zlib", cf("compression_per_level=kZlibCompression:kZSTD"),
 			func(c *Config) {}, []string{"compression_per_level=kZlibCompression:kZSTD"}},
 		{"six levels (RocksDB's example)", cf("num_levels=6", "compression=kSnappyCompression",
 			"compression_per_level=kNoCompression:kNoCompression:kNoCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression"),
-			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "snappy", "snappy" },
-			[]string{"num_levels=6", "compression_per_level=kNoCompression:kNoCompression:kNoCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression"}},
+			func(c *Config) {
+				c.CompressionLevels = []string{"none", "none", "none", "snappy", "snappy", "snappy", "snappy"}
+			}, []string{"num_levels=6"}},
 		{"old positional compression_opts", cf("compression=kZSTD", "compression_opts=-14:5:0:0"),
 			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "zstd:5", "zstd:5" }, nil},
 		{"zstd level equal to zstd_level", cf("bottommost_compression=kZSTD", "bottommost_compression_opts={level=3;enabled=true;}"),

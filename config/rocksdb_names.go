@@ -112,12 +112,10 @@ func applyRocksDBNames(cfg *Config, root *value, names []string) []*FieldError {
 		var list []string
 		imp.shown[name] = v.shown()
 		if v.kind == kindList { // compression_per_level, checked to hold strings
-			quoted := make([]string, len(v.list))
-			for i, item := range v.list {
+			for _, item := range v.list {
 				list = append(list, item.str)
-				quoted[i] = strconv.Quote(item.str)
 			}
-			imp.shown[name] = rawValue("[" + strings.Join(quoted, ", ") + "]")
+			imp.shown[name] = quotedList(list)
 		}
 		f := fileRows[name]
 		if f == nil {

@@ -84,6 +84,17 @@ func TestRocksDBNamesMapped(t *testing.T) {
 			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "none", "zstd:9" }},
 		{"compression_per_level", []kv{{"compression_per_level", `"kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kSnappyCompression:kZSTD"`}},
 			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "snappy", "zstd" }},
+		// Different codecs on L0-L5 are compression_levels.
+		{"compression_per_level", []kv{{"compression_per_level", `["kNoCompression", "kNoCompression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kZSTD", "kZSTD"]`}},
+			func(c *Config) { c.CompressionLevels = []string{"none", "none", "lz4", "lz4", "lz4", "zstd", "zstd"} }},
+		{"compression_per_level", []kv{{"compression_per_level", `"kNoCompression:kSnappyCompression:kZSTD"`}, {"compression_opts", `"{level=2;}"`}},
+			func(c *Config) {
+				c.CompressionLevels = []string{"none", "snappy", "zstd:2", "zstd:2", "zstd:2", "zstd:2", "zstd:2"}
+			}},
+		{"compression_per_level", []kv{{"compression_per_level", `["none", "zstd:1", "zstd:1", "zstd:1", "zstd:1", "zstd:6", "zstd:9"]`}},
+			func(c *Config) {
+				c.CompressionLevels = []string{"none", "zstd:1", "zstd:1", "zstd:1", "zstd:1", "zstd:6", "zstd:9"}
+			}},
 		// A short list: the levels after it take its last codec, as in RocksDB.
 		{"compression_per_level", []kv{{"compression_per_level", `["kMinLZCompression"]`}},
 			func(c *Config) { c.CompressionDefault, c.CompressionBottommost = "minlz", "minlz" }},
@@ -177,8 +188,21 @@ func TestRocksDBNamesRefused(t *testing.T) {
 			`compression_per_level = ["kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kZSTD"]: the file sets compression_bottommost too, which is the same setting: keep one of the two`}},
 		{[]kv{{"bloom_bits_per_key", "10"}, {"filter_policy", `"bloomfilter:10:false"`}}, []string{
 			`filter_policy = "bloomfilter:10:false": the file sets bloom_bits_per_key too, which is the same setting: keep one of the two`}},
-		{[]kv{{"compression_per_level", `["kNoCompression", "kNoCompression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kZSTD"]`}}, []string{
-			`compression_per_level = ["kNoCompression", "kNoCompression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kLZ4Compression", "kZSTD"]: levels 0-5 use different codecs: Strata has one codec for L0-L5 (compression_default) and one for L6 (compression_bottommost)`}},
+		{[]kv{{"compression_levels", `["none", "none", "lz4", "lz4", "lz4", "zstd", "zstd"]`}, {"compression_per_level", `["kNoCompression", "kLZ4Compression"]`}}, []string{
+			`compression_per_level = ["kNoCompression", "kLZ4Compression"]: the file sets compression_levels too, which is the same setting: keep one of the two`}},
+		{[]kv{{"compression_levels", `["none", "lz4", "zstd"]`}}, []string{
+			`compression_levels = ["none", "lz4", "zstd"]: must name 7 codecs, one per level, L0 first (or be empty), not 3`}},
+		{[]kv{{"compression_levels", `["none", "none", "lz4", "lz5", "lz4", "zstd:30", "zstd"]`}}, []string{
+			`compression_levels[3] = "lz5": must be one of none, snappy, lz4, zstd, zstd:<1-22>, minlz`,
+			`compression_levels[5] = "zstd:30": zstd level must be an integer from 1 to 22`}},
+		{[]kv{{"compression_levels", `["none", 3]`}}, []string{
+			`compression_levels[1] = 3: expected a codec name`}},
+		{[]kv{{"compression_levels", `"lz4"`}}, []string{
+			`compression_levels = "lz4": expected a list of codec names, L0 first`}},
+		{[]kv{{"compression_levels", `["none", "none", "lz4", "lz4", "lz4", "zstd", "zstd"]`}, {"compression", `"kZSTD"`}}, []string{
+			`compression = "kZSTD": the file sets compression_levels too, which is the same setting: keep one of the two`}},
+		{[]kv{{"compression_per_level", `["kNoCompression", "kNoCompression", "kLZ4HCCompression", "kLZ4Compression", "kLZ4Compression", "kZSTD", "kZSTD"]`}}, []string{
+			`compression_per_level = ["kNoCompression", "kNoCompression", "kLZ4HCCompression", "kLZ4Compression", "kLZ4Compression", "kZSTD", "kZSTD"]: level codec "kLZ4HCCompression" has no Pebble equivalent: allowed are ` + rocksDBCodecNames}},
 		{[]kv{{"compression_per_level", `["kZlibCompression", "kZSTD"]`}}, []string{
 			`compression_per_level = ["kZlibCompression", "kZSTD"]: level codec "kZlibCompression" has no Pebble equivalent: allowed are ` + rocksDBCodecNames}},
 		{[]kv{{"compression_per_level", `["lz4", 6]`}}, []string{

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/stratadb/strata/compression"
@@ -51,10 +52,23 @@ func (r *Resolved) RocksDBOptions() string {
 	w.comment("in its options file are the comments starting with \"strata:\" below.")
 	w.comment("")
 	levels, bottom := r.Codecs[0], r.Codecs[NumLevels-1]
-	w.codecLine("compression (levels 0-5)", c.CompressionDefault, levels, r.codecErr[0])
-	w.codecLine("bottommost_compression (level 6)", c.CompressionBottommost, bottom, r.codecErr[1])
 	uses := func(a compression.Algorithm) bool {
 		return (r.codecErr[0] == nil && levels.Algorithm == a) || (r.codecErr[1] == nil && bottom.Algorithm == a)
+	}
+	switch {
+	case r.perLevel() && r.codecsOK():
+		for l, codec := range r.Codecs {
+			w.codecLine(fmt.Sprintf("compression_per_level (level %d)", l), "", codec, nil)
+		}
+		uses = func(a compression.Algorithm) bool {
+			return slices.ContainsFunc(r.Codecs[:], func(c compression.Codec) bool { return c.Algorithm == a })
+		}
+	case r.perLevel():
+		w.comment(fmt.Sprintf("compression_levels: invalid %s", quotedList(c.CompressionLevels)))
+		uses = func(compression.Algorithm) bool { return false }
+	default:
+		w.codecLine("compression (levels 0-5)", c.CompressionDefault, levels, r.codecErr[0])
+		w.codecLine("bottommost_compression (level 6)", c.CompressionBottommost, bottom, r.codecErr[1])
 	}
 	if uses(compression.LZ4) {
 		w.comment(reasonLZ4)

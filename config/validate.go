@@ -86,11 +86,48 @@ func (v *validator) codec(c *Config, f *field) {
 	} else {
 		_, err = compression.ParseCodec(name)
 	}
+	v.codecName(f.key, name, err)
+}
+
+// codecLevels requires compression_levels to be empty or to name a codec
+// for each of the seven levels.
+func (v *validator) codecLevels(c *Config, f *field) {
+	names := c.CompressionLevels
+	if len(names) == 0 {
+		return
+	}
+	if len(names) != NumLevels {
+		v.add(f.key, quotedList(names), fmt.Sprintf("must name %d codecs, one per level, L0 first (or be empty), not %d", NumLevels, len(names)))
+	}
+	for l, name := range names {
+		var err error
+		if r := v.resolved; r != nil {
+			err = r.levelErrs[l]
+		} else {
+			_, err = compression.ParseCodec(name)
+		}
+		v.codecName(fmt.Sprintf("%s[%d]", f.key, l), name, err)
+	}
+}
+
+// codecName adds the problem of a codec name that did not parse (err).
+func (v *validator) codecName(key, name string, err error) {
 	switch {
 	case errors.Is(err, compression.ErrZstdLevel):
-		v.add(f.key, name, fmt.Sprintf("zstd level must be an integer from 1 to %d", compression.MaxZstdLevel))
+		v.add(key, name, fmt.Sprintf("zstd level must be an integer from 1 to %d", compression.MaxZstdLevel))
 	case err != nil:
-		v.add(f.key, name, "must be one of "+strings.Join(compression.Names(), ", "))
+		v.add(key, name, "must be one of "+strings.Join(compression.Names(), ", "))
+	}
+}
+
+// codecs checks every codec key of c, r being c resolved (Config.Codecs).
+func (v *validator) codecs(c *Config, r *Resolved) {
+	v.resolved = r
+	for _, f := range byField {
+		switch f.key {
+		case "compression_default", "compression_bottommost", "compression_levels":
+			f.check(v, c, f)
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ const rewritePrefix = "strata-rewrite-"
 // CompactAll compacts the whole LSM down to its bottom and then rewrites
 // every table not written with its level's options (codec, data and index
 // block size, filter; see levelMismatch), so after it the bottommost level
-// carries compression_bottommost and bottommost_block_size, as RocksDB's
+// carries its codec (compression_bottommost, or the last of compression_levels) and bottommost_block_size, as RocksDB's
 // manual CompactRange with bottommost_level_compaction = kForce does. Last, with db_paths, it
 // lets the tiering mover settle every table into its level's path.
 //

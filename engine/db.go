@@ -281,8 +281,8 @@ func (db *DB) logOpen() {
 	if db.logger == nil {
 		return
 	}
-	db.logger.Infof("strata: opened %s (wal %s; compression L0-L5 %s, L6 %s)",
-		db.cfg.DBPath, db.walDirDescription(), db.res.Codecs[0].Describe(), db.res.Codecs[NumLevels-1].Describe())
+	db.logger.Infof("strata: opened %s (wal %s; compression %s)",
+		db.cfg.DBPath, db.walDirDescription(), db.res.DescribeCodecs())
 	if notes := db.res.Notes; len(notes) > 0 {
 		parts := make([]string, len(notes))
 		for i, n := range notes {

@@ -85,6 +85,15 @@ func TestConfigToPebbleMapping(t *testing.T) {
 			observe: levelOpt(0, func(db *DB, l int) any { return db.popts.Levels[l].Compression().Name })},
 		{field: "CompressionBottommost", change: func(c *config.Config) { c.CompressionBottommost = "snappy" },
 			observe: levelOpt(6, func(db *DB, l int) any { return db.popts.Levels[l].Compression().Name })},
+		{field: "CompressionLevels", change: func(c *config.Config) {
+			c.CompressionLevels = []string{"none", "snappy", "lz4", "zstd:1", "zstd:2", "zstd:4", "zstd"}
+		}, observe: dbState(func(db *DB) any {
+			names := make([]string, len(db.popts.Levels))
+			for l := range db.popts.Levels {
+				names[l] = db.popts.Levels[l].Compression().Name
+			}
+			return names
+		})},
 		{field: "ZstdLevel", change: func(c *config.Config) { c.ZstdLevel = 7 },
 			observe: levelOpt(6, func(db *DB, l int) any { return db.popts.Levels[l].Compression().Name })},
 		{field: "BlockSize", change: func(c *config.Config) { c.BlockSize = 16 << 10 },

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,10 +45,9 @@ func (db *DB) Stats() (string, error) {
 	fmt.Fprintf(tw, "Sum\t%d\t%.2f\t\t\t\t\t%d\t\n", files, mb(bytes), mismatched)
 	_ = tw.Flush()
 
-	levels, bottom := db.res.Codecs[0], db.res.Codecs[NumLevels-1]
-	fmt.Fprintf(&b, "Compression: L0-L5 %s, L6 %s; data blocks: L0-L5 %d bytes, L6 %d bytes (bottommost_block_size)\n",
-		levels.Describe(), bottom.Describe(), db.cfg.LevelBlockSize(0), db.cfg.LevelBlockSize(NumLevels-1))
-	if levels.Algorithm == compression.LZ4 || bottom.Algorithm == compression.LZ4 {
+	fmt.Fprintf(&b, "Compression: %s; data blocks: L0-L5 %d bytes, L6 %d bytes (bottommost_block_size)\n",
+		db.res.DescribeCodecs(), db.cfg.LevelBlockSize(0), db.cfg.LevelBlockSize(NumLevels-1))
+	if slices.ContainsFunc(db.res.Codecs[:], func(c compression.Codec) bool { return c.Algorithm == compression.LZ4 }) {
 		b.WriteString("  lz4 is stored as MinLZ: Pebble's table format has no LZ4 block codec.\n")
 	}
 	if mismatched > 0 {

@@ -55,7 +55,7 @@ func (p Profile) String() string {
 // with its codecs; db_path = dir and every other path cleared.
 func (p Profile) runConfig(base *config.Config, dir string) *config.Config {
 	if p.Config != nil {
-		return runConfig(p.Config, p.Config.CompressionDefault, p.Config.CompressionBottommost, dir)
+		return placeRun(p.Config, dir)
 	}
 	return runConfig(base, p.Default, p.Bottommost, dir)
 }
@@ -106,19 +106,34 @@ func ParseProfiles(s string) ([]Profile, error) {
 	return out, nil
 }
 
-// runConfig returns base with the codecs of p, db_path = dir and every
-// other path cleared, so a run never touches the base config's directories.
+// runConfig returns base with the codecs def on L0-L5 and bottom on L6
+// (base's compression_levels, which would replace them, cleared), placed
+// in dir (placeRun).
 func runConfig(base *config.Config, def, bottom, dir string) *config.Config {
+	cfg := placeRun(base, dir)
+	cfg.CompressionDefault, cfg.CompressionBottommost, cfg.CompressionLevels = def, bottom, nil
+	return cfg
+}
+
+// placeRun returns base with db_path = dir and every other path cleared,
+// so a run never touches the base config's directories.
+func placeRun(base *config.Config, dir string) *config.Config {
 	cfg := base.Clone()
-	cfg.CompressionDefault, cfg.CompressionBottommost = def, bottom
 	cfg.DBPath = dir
 	cfg.WALDir, cfg.WALFailoverDir, cfg.DBPaths = "", "", nil
 	return cfg
 }
 
 // codecPair returns "levels / bottommost" of cfg's effective codecs, with
-// zstd_level applied: "lz4 / zstd", "zstd:1 / zstd:6".
+// zstd_level applied: "lz4 / zstd", "zstd:1 / zstd:6"; with
+// compression_levels every level's ("L0-L1 none, L2-L6 zstd").
 func codecPair(cfg *config.Config) string {
+	if len(cfg.CompressionLevels) > 0 {
+		if r, err := cfg.Resolve(); err == nil {
+			return r.DescribeCodecs()
+		}
+		return strings.Join(cfg.CompressionLevels, " ")
+	}
 	levels, bottom, err := cfg.Codecs()
 	if err != nil {
 		return cfg.CompressionDefault + " / " + cfg.CompressionBottommost

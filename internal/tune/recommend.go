@@ -131,10 +131,11 @@ func settingOf(cfg *config.Config) Setting {
 		BlockSize: cfg.BlockSize, BottommostBlockSize: cfg.BottommostBlockSize, BloomBits: cfg.BloomBitsPerKey}
 }
 
-// apply returns base with the setting's keys.
+// apply returns base with the setting's keys; base's compression_levels,
+// which would replace the setting's codecs, is cleared.
 func (s Setting) apply(base *config.Config) *config.Config {
 	cfg := base.Clone()
-	cfg.CompressionDefault, cfg.CompressionBottommost = s.Default, s.Bottommost
+	cfg.CompressionDefault, cfg.CompressionBottommost, cfg.CompressionLevels = s.Default, s.Bottommost, nil
 	cfg.BlockSize, cfg.BottommostBlockSize, cfg.BloomBitsPerKey = s.BlockSize, s.BottommostBlockSize, s.BloomBits
 	return cfg
 }

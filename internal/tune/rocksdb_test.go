@@ -6,8 +6,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stratadb/strata/config"
 )
 
 // TestCompressionRocksDB runs the profiles on real RocksDB beside Strata:
@@ -54,5 +57,42 @@ func TestCompressionRocksDB(t *testing.T) {
 		if _, ok := rows[0][key]; !ok {
 			t.Errorf("JSON row lacks %q", key)
 		}
+	}
+}
+
+// TestRocksDBCompressionLevels opens real RocksDB with the OPTIONS file
+// Strata writes for a config with compression_levels: RocksDB loads the
+// per-level codecs (its own OPTIONS file records them), and importing
+// RocksDB's file gives the same compression_levels back.
+func TestRocksDBCompressionLevels(t *testing.T) {
+	cfg := config.Default()
+	cfg.DBPath = filepath.Join(t.TempDir(), "rocksdb")
+	cfg.MemtableSizeMB, cfg.BlockCacheSizeMB = 8, 8
+	cfg.CompressionLevels = []string{"none", "none", "lz4", "lz4", "lz4", "zstd", "zstd"}
+	s, err := openRocksDB(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := filepath.Glob(filepath.Join(cfg.DBPath, "OPTIONS-*"))
+	if len(opts) == 0 {
+		t.Fatalf("no RocksDB OPTIONS file in %s", cfg.DBPath)
+	}
+	text, err := os.ReadFile(opts[len(opts)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "compression_per_level=kNoCompression:kNoCompression:kLZ4Compression:kLZ4Compression:kLZ4Compression:kZSTD:kZSTD"
+	if !strings.Contains(string(text), want) {
+		t.Errorf("RocksDB's %s lacks %q", opts[len(opts)-1], want)
+	}
+	back, _, err := config.ImportRocksDBOptions(strings.NewReader(string(text)))
+	if err != nil {
+		t.Fatalf("importing RocksDB's own OPTIONS file: %v", err)
+	}
+	if !slices.Equal(back.CompressionLevels, cfg.CompressionLevels) {
+		t.Errorf("imported compression_levels = %q, want %q", back.CompressionLevels, cfg.CompressionLevels)
 	}
 }
