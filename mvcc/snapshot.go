@@ -106,6 +106,7 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 	s.notified = s.rev
 	s.rewindWatchersLocked()
 	s.watchMu.Unlock()
+	s.leaseChanged(LeaseChange{})
 	return nil
 }
 

@@ -97,6 +97,8 @@ type Store struct {
 	// written under writeMu and leaseMu, read under either.
 	leaseMu sync.Mutex
 	leases  leaseSet
+	// leaseHook is told of lease changes (OnLeaseChange); under leaseMu.
+	leaseHook func(LeaseChange)
 
 	// failed, once set, is returned by every write: an engine commit or
 	// WAL sync failed, and whether it reached storage is unknown, so the

@@ -181,3 +181,50 @@ func TestLeaseExpiresOnlyOnLeader(t *testing.T) {
 		t.Errorf("expired %v after becoming leader, before a full TTL of %ds", d, minLeaseTTL)
 	}
 }
+
+// TestLeaseGrantedByLogExpires: a lease the leader learns of only as it
+// applies it (as when a follower proposed the grant) gets its clock from
+// the apply, after the leader has listed the leases it had, and expires.
+func TestLeaseGrantedByLogExpires(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits seconds for a lease to expire; runs without -short")
+	}
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	// The lessor's first checks list the leases there are (none).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s.lease.mu.Lock()
+		listed := s.lease.listed
+		s.lease.mu.Unlock()
+		if listed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lessor never listed the leases")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Granted through the store, not the LeaseGrant handler.
+	const id = 4242
+	if err := s.store.GrantLease(id, minLeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "k", "v", clientv3.WithLease(id)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := c.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a lease granted through the log did not expire in 20 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
