@@ -215,9 +215,8 @@ func (ws *WatchStream) Next() (WatchBatch, bool) {
 		ws.queue = ws.queue[1:]
 		w.queued = false
 		if w.stopped {
-			if w.report {
-				w.report = false
-				return WatchBatch{Watcher: w, Err: w.err}, true
+			if b, ok := w.reportLocked(); ok {
+				return b, true
 			}
 			continue
 		}
@@ -244,9 +243,8 @@ func (ws *WatchStream) Next() (WatchBatch, bool) {
 		s.watchMu.Lock()
 		w.held = false
 		if w.stopped {
-			if w.report {
-				w.report = false
-				return WatchBatch{Watcher: w, Err: w.err}, true
+			if b, ok := w.reportLocked(); ok {
+				return b, true
 			}
 			continue
 		}
@@ -268,6 +266,16 @@ func (ws *WatchStream) Next() (WatchBatch, bool) {
 		return WatchBatch{Watcher: w, Events: out}, true
 	}
 	return WatchBatch{}, false
+}
+
+// reportLocked returns the batch that tells the consumer why w stopped,
+// false if there is none to tell; the caller holds s.watchMu.
+func (w *Watcher) reportLocked() (WatchBatch, bool) {
+	if !w.report {
+		return WatchBatch{}, false
+	}
+	w.report = false
+	return WatchBatch{Watcher: w, Err: w.err}, true
 }
 
 // Close stops every watcher of the stream.

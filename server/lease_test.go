@@ -89,20 +89,7 @@ func TestLeaseExpires(t *testing.T) {
 		}
 	}()
 	wc := c.Watch(ctx, "short")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := c.Get(ctx, "short")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Count == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the key of an expired lease is still there after 20 s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitDeleted(t, c, "short", time.Now().Add(20*time.Second))
 	if evs := collect(t, wc, 1); evs[0].Type != clientv3.EventTypeDelete {
 		t.Errorf("expiry event: %s", describe(evs))
 	}
@@ -214,16 +201,23 @@ func TestLeaseGrantedByLogExpires(t *testing.T) {
 	if _, err := c.Put(ctx, "k", "v", clientv3.WithLease(id)); err != nil {
 		t.Fatal(err)
 	}
+	waitDeleted(t, c, "k", deadline)
+}
+
+// waitDeleted waits until key is gone (its lease expired), failing at
+// deadline.
+func waitDeleted(t *testing.T, c *clientv3.Client, key string, deadline time.Time) {
+	t.Helper()
 	for {
-		r, err := c.Get(ctx, "k")
+		r, err := c.Get(testCtx(t), key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Count == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("a lease granted through the log did not expire in 20 s")
+			t.Fatalf("the key %q of an expired lease is still there at the deadline", key)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
