@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -176,4 +177,47 @@ func (g *group) Wait() error {
 	err := g.err
 	g.err = nil
 	return err
+}
+
+// TestWatchUnreadStreamDoesNotBlockWriters: a client that stops reading
+// its watch stream (gRPC flow control then blocks the stream's sender)
+// holds up no writer: 20 MB of events are written while it does not
+// read, the watcher's buffer overflows and it falls back to storage, and
+// when the client reads again every event arrives, once, in order.
+func TestWatchUnreadStreamDoesNotBlockWriters(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	stream := rawWatch(t, c, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key: []byte("s/"), RangeEnd: []byte("s0")}}})
+	if r, err := stream.Recv(); err != nil || !r.Created {
+		t.Fatalf("created: %+v, %v", r, err)
+	}
+	const txns, perTxn = 200, 100
+	value := strings.Repeat("v", 1024)
+	var revs []int64
+	for i := range txns {
+		ops := make([]clientv3.Op, perTxn)
+		for j := range ops {
+			ops[j] = clientv3.OpPut(fmt.Sprintf("s/%03d", j), value)
+		}
+		resp, err := c.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			t.Fatalf("txn %d while the watch stream is not read: %v", i, err)
+		}
+		revs = append(revs, resp.Header.Revision)
+	}
+	n := 0
+	for n < txns*perTxn {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range r.Events {
+			if want, key := revs[n/perTxn], fmt.Sprintf("s/%03d", n%perTxn); e.Kv.ModRevision != want || string(e.Kv.Key) != key {
+				t.Fatalf("event %d: %s@%d, want %s@%d", n, e.Kv.Key, e.Kv.ModRevision, key, want)
+			}
+			n++
+		}
+	}
 }
