@@ -23,7 +23,7 @@ type benchWatchOptions struct {
 func (o *benchWatchOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd37"})
 	fs.IntVar(&o.watchers, "watchers", 10000, "watchers on distinct keys")
-	fs.IntVar(&o.prefixWatchers, "prefix-watchers", 100, "watchers on one shared prefix (the first 100 keys)")
+	fs.IntVar(&o.prefixWatchers, "prefix-watchers", 100, "watchers on one shared prefix, /w/00 (keys 0 to 999)")
 	fs.IntVar(&o.streams, "streams", 10, "gRPC streams (connections) the watchers are spread over")
 	fs.IntVar(&o.puts, "puts", 20000, "puts to the watched keys, in turn")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent putters")

@@ -33,8 +33,8 @@ type WatchOptions struct {
 	// temporary directory).
 	Dir string
 	// Watchers watch one key each, /w/00000, /w/00001, ...;
-	// PrefixWatchers watch the prefix /w/00 (the first 100 keys, 1% of
-	// 10,000), so a put to one of those keys has PrefixWatchers+1
+	// PrefixWatchers watch the prefix /w/00 (the first 1,000 keys, 10%
+	// of 10,000), so a put to one of those keys has PrefixWatchers+1
 	// watchers and the others one.
 	Watchers, PrefixWatchers int
 	// Streams is the number of gRPC streams (one connection each) the
@@ -105,7 +105,7 @@ func (o *WatchOptions) validate() error {
 // watchKey is the i-th watched key.
 func watchKey(i int) string { return fmt.Sprintf("/w/%05d", i) }
 
-// watchPrefix is the prefix the prefix watchers share: keys 0 to 99.
+// watchPrefix is the prefix the prefix watchers share: keys 0 to 999.
 const watchPrefix = "/w/00"
 
 // RunWatch runs, for each server, puts without watchers and then with
@@ -357,7 +357,7 @@ func (r *WatchRun) Table() *report.Table {
 	}
 	o := r.Options
 	t.Notes = []string{
-		fmt.Sprintf("%d puts of %d B to keys /w/00000.. in turn, %d clients over %d connections; watchers: %d on distinct keys and %d on the prefix %s (the first 100 keys), over %d streams; every put fsynced.",
+		fmt.Sprintf("%d puts of %d B to keys /w/00000.. in turn, %d clients over %d connections; watchers: %d on distinct keys and %d on the prefix %s (keys 0 to 999), over %d streams; every put fsynced.",
 			o.Puts, o.ValueSize, o.Clients, o.Conns, o.Watchers, o.PrefixWatchers, watchPrefix, o.Streams),
 		"vs none: against the same server with no watcher. CPU: the server's user+system time from the first put until every event arrived. Events: received / made by the puts (each once per watcher of its key), each counted once; out-of-order events fail the run.",
 	}
