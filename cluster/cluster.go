@@ -19,53 +19,60 @@ import (
 	"io"
 )
 
-// StateMachine is what a Node drives. The server implements it over the
-// mvcc store. Apply is called in log order, one entry at a time on one
-// goroutine, with the same commands on every member, so it must be
-// deterministic: the same command on the same state gives the same result
-// and the same new state (no clocks, no randomness, no local config).
-// Local, the single member, is the exception: it calls Apply from every
-// proposer at once so that writers share WAL syncs (see Local), with index
-// 0 (no log position): a StateMachine must also be safe for concurrent
-// Apply, and record no applied index for index 0.
+// StateMachine is what a Node drives: the one apply contract of both
+// Nodes. The server implements it over the mvcc store.
+//
+// Commands are applied in batches: the Node begins a Batch, stages
+// commands into it in order, and commits it; one batch is one engine
+// commit. The raft Node stages each run of committed commands it applies
+// at once, in log order, on one goroutine; Local, the single member,
+// stages the proposals that arrive while the batch before commits (its
+// group commit). Either way each staged command sees the ones before it,
+// and the same commands on the same state give the same results and the
+// same new state on every member (no clocks, no randomness, no local
+// config). Which commands cannot share a batch is the state machine's
+// business: its Stage commits what is staged before such a command.
 type StateMachine interface {
-	// Apply applies one command at log position index and returns its
-	// result, which Propose hands back to the member that proposed it.
-	// An error that the command itself causes (a compare that fails, a
-	// compacted revision) belongs in the result, not in a panic; Apply
-	// returns a non-nil error only when the state machine can no longer
-	// apply anything (storage failed), which stops the Node.
-	Apply(index uint64, cmd []byte) (result any, err error)
+	// NewBatch begins a batch. Only one is staged at a time; a Node may
+	// begin the next once Commit released the state (Local does, while
+	// the previous batch syncs).
+	NewBatch() Batch
 	// AppliedIndex is the index of the last command applied and made
 	// durable with the state. A restarted member replays the log after it.
 	AppliedIndex() uint64
+	// Sync makes every command applied so far durable. With a raft Node
+	// the raft log is the durable record (fsynced on a majority before a
+	// command is applied), so the state may be written without syncing;
+	// the Node calls Sync before it truncates the log or records a
+	// snapshot. A state durable at every Commit returns nil.
+	Sync() error
 	// Snapshot writes the whole state, as of AppliedIndex, to w: what a
-	// member that fell behind the log, or a new member, is sent.
+	// member that fell behind the log, or a new member, is sent. It may
+	// run beside a batch (it streams to a member that fell behind), so it
+	// reads one consistent state and returns the index of that state.
 	Snapshot(w io.Writer) (index uint64, err error)
 	// Restore replaces the whole state with a snapshot written by
 	// Snapshot, taken at index.
 	Restore(r io.Reader, index uint64) error
 }
 
-// BatchApplier is implemented by a StateMachine that applies several
-// commands together more cheaply than one at a time (the server's, over
-// the mvcc store, with one engine commit for all). A raft Node hands it
-// each run of consecutive commands of the committed entries it applies at
-// once, in log order, instead of calling Apply for each. Its contract is
-// Apply's, command by command: results[i] is cmds[i]'s result (an error
-// the command causes belongs there), the commands are applied in order,
-// each seeing the ones before it, and a non-nil error (storage failed)
-// stops the Node. The state machine's AppliedIndex must never name a
-// command of the batch whose state a restart could lose: recording all of
-// the batch with its last index atomically does it.
-type BatchApplier interface {
-	ApplyBatch(cmds []Command) (results []any, err error)
-}
-
-// Command is a state machine command at its log position.
-type Command struct {
-	Index uint64
-	Data  []byte
+// Batch stages commands and applies them in one commit.
+type Batch interface {
+	// Stage applies cmd at log position index (0 for Local's commands,
+	// which have none: the store's own WAL is their log) after the
+	// commands staged before, and returns its result, which Propose hands
+	// back to the member that proposed it once Commit returned. An error
+	// that the command itself causes (a compare that fails, a compacted
+	// revision) belongs in the result; Stage returns a non-nil error only
+	// when the state machine can no longer apply anything (storage
+	// failed), which stops the Node. Call Commit after it too.
+	Stage(index uint64, cmd []byte) (result any, err error)
+	// Commit applies what is staged in one commit and returns once it is
+	// durable (as the state machine's storage is configured) and visible
+	// to readers. The state machine's AppliedIndex never names a command
+	// of the batch whose state a restart could lose. An error stops the
+	// Node: no result of the batch is to be handed out.
+	Commit() error
 }
 
 // Node orders, replicates and applies the writes of one member.
@@ -94,6 +101,13 @@ type Node interface {
 	// member gains or loses leadership; the server expires leases only
 	// while IsLeader, as etcd's lessor does.
 	LeaderChanged() <-chan struct{}
+	// MoveLeader makes transferee the leader: etcd's
+	// Maintenance.MoveLeader (`etcdctl move-leader`), which operators run
+	// before they take the leader's machine down, so the cluster changes
+	// leader at a moment of their choosing instead of waiting out an
+	// election timeout with writes stalled. It must be asked of the
+	// leader, and returns once transferee leads or ctx ends.
+	MoveLeader(ctx context.Context, transferee uint64) error
 	// Stop stops the node; in-flight Proposes return ErrStopped.
 	Stop() error
 }
@@ -146,23 +160,6 @@ var (
 	// (etcd's limit, rpctypes.ErrGRPCTooManyLearners).
 	ErrTooManyLearners = errors.New("cluster: too many learner members in cluster")
 )
-
-// StateSyncer is implemented by a StateMachine whose Apply does not make
-// each command durable by itself: with a raft Node the raft log is the
-// durable record (fsynced on a majority before a command is applied), so
-// the state machine's own store may run with sync = false, and a restart
-// replays the log after the state machine's durable AppliedIndex. Before
-// the raft Node truncates its log it calls SyncState, which must make
-// everything applied so far durable. A StateMachine without it is taken
-// to be durable at every Apply.
-//
-// Also part of the contract with a raft Node: Snapshot may run on another
-// goroutine while Apply goes on (it streams to a member that fell behind),
-// so it must read one consistent state (an engine snapshot) and return the
-// index of that state.
-type StateSyncer interface {
-	SyncState() error
-}
 
 // Stopper is implemented by a Node that can stop by itself (a raft member
 // removed from its cluster, or one whose state machine failed): Done is

@@ -24,17 +24,18 @@ type LocalConfig struct {
 }
 
 // Local is the Node of a single member: a cluster of one, always its own
-// leader. Propose applies the command at once, on the caller's goroutine;
-// the store's WAL with sync = true is the durable log, so no separate log
-// is kept.
+// leader. It applies through the same contract as the raft Node
+// (StateMachine batches), with no log: the store's WAL with sync = true
+// is the durable log, so commands have no log position (index 0) and
+// Status counts proposals applied as the applied index.
 //
-// Unlike the raft Node, Local calls StateMachine.Apply concurrently, from
-// every proposer at once: ordering is the state machine's own (mvcc's
-// write lock), and concurrent writers share WAL syncs in mvcc's group
-// commit, which a single applying goroutine would turn into one sync per
-// write. There is no log, so Apply gets index 0 ("no log position"): the
-// store's own WAL orders and keeps the writes. Status counts proposals
-// applied as the applied index.
+// Its batches are its group commit. A proposal joins a queue; the
+// proposer that then takes the queue stages every command in it into one
+// batch and commits it, and the others wait for their results. Staging
+// is one proposer at a time (stageMu), committing is not: the next
+// proposer stages the queue that grew meanwhile while the batch before
+// waits for its WAL sync, so writers share syncs as they would with
+// concurrent commits, and share engine commits too.
 type Local struct {
 	sm  StateMachine
 	cfg LocalConfig
@@ -47,9 +48,28 @@ type Local struct {
 	// fails with it.
 	failed atomic.Pointer[error]
 
-	index   atomic.Uint64
+	// Lock order: stageMu, then queueMu.
+	//
+	// stageMu is held by the proposer staging a batch, from taking the
+	// queue to the last Stage (not during Commit).
+	stageMu sync.Mutex
+	// queueMu guards queue, the proposals not yet staged, in arrival
+	// order.
+	queueMu sync.Mutex
+	queue   []*localProposal
+
 	applied atomic.Uint64
 	leader  chan struct{}
+}
+
+// localProposal is one command on its way through a Local batch.
+type localProposal struct {
+	cmd    []byte
+	result any
+	err    error
+	// done is closed once the batch that staged it committed (or
+	// failed: err is set).
+	done chan struct{}
 }
 
 // NewLocal returns the single-member Node over sm. It is the leader from
@@ -82,20 +102,60 @@ func (n *Local) Propose(ctx context.Context, cmd []byte) (any, error) {
 	if p := n.failed.Load(); p != nil {
 		return nil, *p
 	}
-	idx := n.index.Add(1)
-	res, err := n.sm.Apply(0, cmd)
+	p := &localProposal{cmd: cmd, done: make(chan struct{})}
+	n.queueMu.Lock()
+	n.queue = append(n.queue, p)
+	n.queueMu.Unlock()
+	if b, staged := n.stage(); len(staged) > 0 {
+		n.commit(b, staged)
+	}
+	// Staged by this proposer or by another.
+	<-p.done
+	return p.result, p.err
+}
+
+// stage takes the queue and stages it in a new batch, one proposer at a
+// time. It returns nothing if another proposer took the queue already.
+// After a StateMachine error the proposals not staged get it.
+func (n *Local) stage() (Batch, []*localProposal) {
+	n.stageMu.Lock()
+	defer n.stageMu.Unlock()
+	n.queueMu.Lock()
+	ps := n.queue
+	n.queue = nil
+	n.queueMu.Unlock()
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	b := n.sm.NewBatch()
+	var err error
+	for _, p := range ps {
+		if err == nil {
+			p.result, err = b.Stage(0, p.cmd)
+		}
+		p.err = err
+	}
+	return b, ps
+}
+
+// commit commits a staged batch and hands out its results.
+func (n *Local) commit(b Batch, ps []*localProposal) {
+	err := b.Commit()
+	if err == nil {
+		err = ps[len(ps)-1].err // a Stage failed
+	}
 	if err != nil {
 		err = fmt.Errorf("cluster: state machine failed: %w", err)
 		n.failed.CompareAndSwap(nil, &err)
-		return nil, err
+	} else {
+		n.applied.Add(uint64(len(ps)))
 	}
-	for {
-		a := n.applied.Load()
-		if a >= idx || n.applied.CompareAndSwap(a, idx) {
-			break
+	for _, p := range ps {
+		if err != nil {
+			p.result, p.err = nil, err
 		}
+		close(p.done)
 	}
-	return res, nil
 }
 
 // ReadBarrier returns at once: every Propose that returned has been
@@ -150,6 +210,15 @@ func (n *Local) RemoveMember(context.Context, uint64) error { return ErrSingleMe
 // LeaderChanged delivers one signal, at start: the member leads until it
 // stops.
 func (n *Local) LeaderChanged() <-chan struct{} { return n.leader }
+
+// MoveLeader accepts a move to the member itself, which leads already,
+// as etcd's single member does, and refuses any other transferee.
+func (n *Local) MoveLeader(_ context.Context, transferee uint64) error {
+	if transferee != n.cfg.MemberID {
+		return fmt.Errorf("%w: %x is not a member", ErrBadLeaderTransferee, transferee)
+	}
+	return nil
+}
 
 // Stop waits for the proposals in flight, then refuses new ones with
 // ErrStopped. It does not close the state machine.

@@ -3,39 +3,55 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// gateSM blocks every Apply until release is closed, counting how many
-// are inside at once.
+// gateSM holds the first Stage until release is closed (as the store
+// holds a writer while the batch before commits), and records the size
+// of every batch committed.
 type gateSM struct {
-	inside, peak atomic.Int64
-	entered      chan struct{}
-	release      chan struct{}
-	fail         error
+	entered chan struct{}
+	release chan struct{}
+	fail    error
+
+	mu    sync.Mutex
+	sizes []int
 }
 
-func (s *gateSM) Apply(index uint64, cmd []byte) (any, error) {
-	n := s.inside.Add(1)
-	defer s.inside.Add(-1)
-	for {
-		p := s.peak.Load()
-		if n <= p || s.peak.CompareAndSwap(p, n) {
-			break
-		}
+type gateBatch struct {
+	s *gateSM
+	n int
+}
+
+func (s *gateSM) NewBatch() Batch { return &gateBatch{s: s} }
+
+func (b *gateBatch) Stage(index uint64, cmd []byte) (any, error) {
+	if index != 0 {
+		return nil, fmt.Errorf("Local staged index %d, want 0 (no log)", index)
 	}
-	s.entered <- struct{}{}
-	<-s.release
-	if s.fail != nil {
-		return nil, s.fail
+	b.s.entered <- struct{}{}
+	<-b.s.release
+	if b.s.fail != nil {
+		return nil, b.s.fail
 	}
+	b.n++
 	return string(cmd), nil
 }
+
+func (b *gateBatch) Commit() error {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	b.s.sizes = append(b.s.sizes, b.n)
+	return nil
+}
+
 func (s *gateSM) AppliedIndex() uint64               { return 0 }
+func (s *gateSM) Sync() error                        { return nil }
 func (s *gateSM) Snapshot(io.Writer) (uint64, error) { return 0, nil }
 func (s *gateSM) Restore(io.Reader, uint64) error    { return nil }
 
@@ -52,29 +68,44 @@ func newTestLocal(t *testing.T, sm StateMachine) *Local {
 	return n
 }
 
-// TestLocalAppliesConcurrently proves proposals reach the state machine
-// together (so mvcc can share one WAL sync among them), and Stop waits
-// for them.
-func TestLocalAppliesConcurrently(t *testing.T) {
+// TestLocalGroupsProposals proves Local's group commit: the proposals
+// that arrive while a batch is being staged go together into the next
+// batch (one engine commit and one WAL sync for all), every proposer gets
+// its own result, and Stop waits for the proposals in flight.
+func TestLocalGroupsProposals(t *testing.T) {
 	sm := newGate()
 	n := newTestLocal(t, sm)
 	const writers = 8
 	var wg sync.WaitGroup
 	results := make(chan any, writers)
-	for range writers {
+	propose := func(cmd string) {
 		wg.Go(func() {
-			r, err := n.Propose(context.Background(), []byte("x"))
+			r, err := n.Propose(context.Background(), []byte(cmd))
 			if err != nil {
 				t.Error(err)
 			}
 			results <- r
 		})
 	}
-	for i := range writers {
-		select {
-		case <-sm.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("only %d of %d proposals reached Apply together: Local serializes them", i, writers)
+	propose("w0")
+	select {
+	case <-sm.entered: // the first batch is staging w0
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first proposal never reached Stage")
+	}
+	for i := 1; i < writers; i++ {
+		propose(fmt.Sprintf("w%d", i))
+	}
+	// Wait until the others queued behind the batch being staged.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n.queueMu.Lock()
+		queued := len(n.queue)
+		n.queueMu.Unlock()
+		if queued == writers-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d proposals queued", queued, writers-1)
 		}
 	}
 	stopped := make(chan error, 1)
@@ -89,12 +120,16 @@ func TestLocalAppliesConcurrently(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	if got := sm.peak.Load(); got != writers {
-		t.Errorf("peak concurrent Apply = %d, want %d", got, writers)
+	if want := []int{1, writers - 1}; !slices.Equal(sm.sizes, want) {
+		t.Errorf("batch sizes %v, want %v: the proposals queued behind the first batch share the next", sm.sizes, want)
 	}
+	got := map[any]bool{}
 	for range writers {
-		if r := <-results; r != "x" {
-			t.Errorf("result %v, want x", r)
+		got[<-results] = true
+	}
+	for i := range writers {
+		if w := fmt.Sprintf("w%d", i); !got[w] {
+			t.Errorf("no proposer got result %s: %v", w, got)
 		}
 	}
 	if _, err := n.Propose(context.Background(), []byte("y")); !errors.Is(err, ErrStopped) {
@@ -110,6 +145,10 @@ func TestLocalStateMachineFailureStopsProposals(t *testing.T) {
 	sm.fail = errors.New("disk gone")
 	close(sm.release)
 	n := newTestLocal(t, sm)
+	go func() {
+		for range sm.entered {
+		}
+	}()
 	if _, err := n.Propose(context.Background(), []byte("a")); !errors.Is(err, sm.fail) {
 		t.Fatalf("Propose = %v, want the state machine's error", err)
 	}

@@ -7,17 +7,6 @@ import (
 	"time"
 )
 
-// LeaderMover is implemented by a Node that can hand its leadership to
-// another member: etcd's Maintenance.MoveLeader (`etcdctl move-leader`),
-// which operators run before they take the leader's machine down, so the
-// cluster changes leader at a moment of their choosing instead of waiting
-// out an election timeout with writes stalled.
-type LeaderMover interface {
-	// MoveLeader makes transferee the leader. It must be asked of the
-	// leader, and returns once transferee leads or ctx ends.
-	MoveLeader(ctx context.Context, transferee uint64) error
-}
-
 // Errors of MoveLeader, etcd's.
 var (
 	// ErrNotLeader: MoveLeader was asked of a member that does not lead.
@@ -32,7 +21,7 @@ var (
 // leads yet.
 const moveLeaderPoll = 10 * time.Millisecond
 
-// MoveLeader implements LeaderMover with raft's leadership transfer: the
+// MoveLeader implements Node.MoveLeader with raft's leadership transfer: the
 // leader stops taking proposals, brings the transferee's log up to date
 // and tells it to start an election at once (raft's MsgTimeoutNow), which
 // it wins. Transferring to the leader itself succeeds at once.

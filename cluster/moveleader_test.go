@@ -19,14 +19,14 @@ func TestRaftMoveLeader(t *testing.T) {
 	target := c.nodes[to].Status().MemberID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.nodes[to].(LeaderMover).MoveLeader(ctx, target); !errors.Is(err, ErrNotLeader) {
+	if err := c.nodes[to].MoveLeader(ctx, target); !errors.Is(err, ErrNotLeader) {
 		t.Errorf("MoveLeader asked of a follower: %v, want ErrNotLeader", err)
 	}
-	if err := c.nodes[lead].(LeaderMover).MoveLeader(ctx, 12345); !errors.Is(err, ErrBadLeaderTransferee) {
+	if err := c.nodes[lead].MoveLeader(ctx, 12345); !errors.Is(err, ErrBadLeaderTransferee) {
 		t.Errorf("MoveLeader to a stranger: %v, want ErrBadLeaderTransferee", err)
 	}
 	changes := c.nodes[to].Status().LeaderChanges
-	if err := c.nodes[lead].(LeaderMover).MoveLeader(ctx, target); err != nil {
+	if err := c.nodes[lead].MoveLeader(ctx, target); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.nodes[to].Status().LeaderChanges; got <= changes {

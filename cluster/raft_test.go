@@ -25,6 +25,41 @@ type kvSM struct {
 	applied  uint64
 	data     map[string]string
 	restores int
+	// sizes are the sizes of the batches committed.
+	sizes []int
+}
+
+// kvBatch applies each command as it is staged and records its size.
+type kvBatch struct {
+	s *kvSM
+	n int
+}
+
+func (s *kvSM) NewBatch() Batch { return &kvBatch{s: s} }
+
+func (b *kvBatch) Stage(index uint64, cmd []byte) (any, error) {
+	b.n++
+	return b.s.Apply(index, cmd)
+}
+
+func (b *kvBatch) Commit() error {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	b.s.sizes = append(b.s.sizes, b.n)
+	return nil
+}
+
+func (s *kvSM) Sync() error { return nil }
+
+// largest returns the size of the largest batch, and the number of
+// batches.
+func (s *kvSM) largest() (size, batches int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.sizes {
+		size = max(size, n)
+	}
+	return size, len(s.sizes)
 }
 
 func newKVSM() *kvSM { return &kvSM{data: map[string]string{}} }

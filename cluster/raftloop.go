@@ -338,13 +338,12 @@ func (n *raftNode) appliedSignal() <-chan struct{} {
 	return n.appliedWake
 }
 
-// applyEntries applies committed entries in log order. With a
-// BatchApplier state machine each run of consecutive commands goes to
-// ApplyBatch at once (flushed before any other entry, so conf changes and
-// member attributes keep their place in the order).
+// applyEntries applies committed entries in log order. Each run of
+// consecutive commands is staged in one state machine batch (committed
+// before any other entry, so conf changes and member attributes keep
+// their place in the order).
 func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 	last := n.applied.Load()
-	ba, batching := n.sm.(BatchApplier)
 	var run []*pb.Entry
 	for _, e := range ents {
 		idx := e.GetIndex()
@@ -355,13 +354,13 @@ func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 			return fmt.Errorf("cluster: committed entry %d follows applied entry %d: a gap", idx, last)
 		}
 		last = idx
-		if batching && e.GetType() == pb.EntryNormal && isCommand(e.GetData()) {
+		if e.GetType() == pb.EntryNormal && isCommand(e.GetData()) {
 			if idx > n.smApplied { // else the state machine has it (restart, or data newer than its snapshot)
 				run = append(run, e)
 			}
 			continue
 		}
-		if err := n.applyCommands(ba, run); err != nil {
+		if err := n.applyCommands(run); err != nil {
 			return err
 		}
 		run = run[:0]
@@ -378,7 +377,7 @@ func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 			return err
 		}
 	}
-	if err := n.applyCommands(ba, run); err != nil {
+	if err := n.applyCommands(run); err != nil {
 		return err
 	}
 	n.setApplied(last)
@@ -395,24 +394,26 @@ func proposal(data []byte) (proposer, reqID uint64, body []byte) {
 	return binary.BigEndian.Uint64(data[1:]), binary.BigEndian.Uint64(data[9:]), data[proposalHeader:]
 }
 
-// applyCommands applies a run of command entries with one ApplyBatch and
-// hands each result to its proposer, in log order.
-func (n *raftNode) applyCommands(ba BatchApplier, ents []*pb.Entry) error {
+// applyCommands applies a run of command entries in one state machine
+// batch and hands each result to its proposer, in log order.
+func (n *raftNode) applyCommands(ents []*pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	cmds := make([]Command, len(ents))
+	first, last := ents[0].GetIndex(), ents[len(ents)-1].GetIndex()
+	b := n.sm.NewBatch()
+	results := make([]any, len(ents))
 	for i, e := range ents {
 		_, _, body := proposal(e.GetData())
-		cmds[i] = Command{Index: e.GetIndex(), Data: body}
+		res, err := b.Stage(e.GetIndex(), body)
+		if err != nil {
+			_ = b.Commit() // releases the batch; the store failed
+			return fmt.Errorf("cluster: state machine cannot apply entry %d: %w", e.GetIndex(), err)
+		}
+		results[i] = res
 	}
-	first, last := cmds[0].Index, cmds[len(cmds)-1].Index
-	results, err := ba.ApplyBatch(cmds)
-	if err != nil {
+	if err := b.Commit(); err != nil {
 		return fmt.Errorf("cluster: state machine cannot apply entries %d-%d: %w", first, last, err)
-	}
-	if len(results) != len(cmds) {
-		return fmt.Errorf("cluster: state machine returned %d results for the %d entries %d-%d", len(results), len(cmds), first, last)
 	}
 	n.smApplied = last
 	for i, e := range ents {
@@ -431,19 +432,8 @@ func (n *raftNode) applyNormal(idx uint64, data []byte) error {
 		return fmt.Errorf("cluster: entry %d: %d bytes is too short for a proposal", idx, len(data))
 	}
 	proposer, reqID, body := proposal(data)
+	// Commands went to applyCommands.
 	switch data[0] {
-	case kindCommand:
-		if idx <= n.smApplied {
-			return nil // the state machine has it (restart, or data newer than its snapshot)
-		}
-		res, err := n.sm.Apply(idx, body)
-		if err != nil {
-			return fmt.Errorf("cluster: state machine cannot apply entry %d: %w", idx, err)
-		}
-		n.smApplied = idx
-		if proposer == n.id {
-			n.wait.trigger(reqID, applyResult{result: res})
-		}
 	case kindAttributes:
 		var attrs Member
 		if err := json.Unmarshal(body, &attrs); err != nil {
@@ -576,10 +566,8 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 			return fmt.Errorf("cluster: state machine cannot restore the snapshot at index %d: %w", rs.dataIndex, err)
 		}
 		// The raft log records the snapshot next: the data must be durable.
-		if s, ok := n.sm.(StateSyncer); ok {
-			if err := s.SyncState(); err != nil {
-				return fmt.Errorf("cluster: state machine sync after restore: %w", err)
-			}
+		if err := n.sm.Sync(); err != nil {
+			return fmt.Errorf("cluster: state machine sync after restore: %w", err)
 		}
 		n.smApplied = rs.dataIndex
 	}
@@ -614,10 +602,8 @@ func (n *raftNode) maybeSnapshot() error {
 	}
 	// Entries are dropped from the log below: what the state machine
 	// applied must be durable first.
-	if s, ok := n.sm.(StateSyncer); ok {
-		if err := s.SyncState(); err != nil {
-			return fmt.Errorf("cluster: state machine sync before snapshot: %w", err)
-		}
+	if err := n.sm.Sync(); err != nil {
+		return fmt.Errorf("cluster: state machine sync before snapshot: %w", err)
 	}
 	n.membersMu.RLock()
 	data := n.members.marshal()

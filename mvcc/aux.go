@@ -33,13 +33,15 @@ func (s *Store) writeAux(index uint64, writes []AuxWrite) error {
 			return s.skipOnError(index, fmt.Errorf("%w: aux key", ErrEmptyKey))
 		}
 	}
-	t, err := s.lockWrite(nil, index)
-	if err != nil {
+	return s.alone(func(b *Batch) error {
+		t, err := s.lockWrite(b, index)
+		if err != nil {
+			return err
+		}
+		t.aux = writes
+		_, err = t.finish(TxnResponse{})
 		return err
-	}
-	t.aux = writes
-	_, err = t.finish(TxnResponse{})
-	return err
+	})
 }
 
 // ReadAux returns every aux key that starts with prefix, in key order,

@@ -8,42 +8,56 @@ import (
 	"github.com/stratadb/strata/mvcc/keyindex"
 )
 
-// Batch applies the writes of several consecutive log entries with one
-// engine commit, where Entry makes one commit per entry. A replicated
-// log's apply loop that receives many committed entries at once (a
-// cluster member under load) stages them all and commits once: one
-// Pebble batch, one WAL record, one publication, instead of one of each
-// per entry.
+// Batch applies the writes of several consecutive commands with one
+// engine commit: one Pebble batch, one WAL record, one publication,
+// instead of one of each per command. It is the store's one write path
+// for a replicated log's apply loop (a cluster member stages the entries
+// it receives at once) and for a single member (which stages the
+// proposals that arrive while the previous batch commits); a write by
+// itself (Store.Txn, Entry.Txn) is a batch of one.
 //
-// Each staged write behaves as Entry's: it is checked, evaluated against
-// every write staged before it (in the batch or not), assigned its
-// revision and returns its result at once, and an error the request
-// causes is returned for that entry alone, its index still recorded. The
-// batch records the revision and the applied index of its last entry in
-// the same engine batch as the data, so after a crash either every staged
-// entry is in storage or none is, and AppliedIndex says which: replaying
-// the log after it applies each entry exactly once.
+// Each staged write behaves as a write by itself: it is checked,
+// evaluated against every write staged before it (in the batch or not),
+// assigned its revision and returns its result at once, and an error the
+// request causes is returned for that command alone, its index still
+// recorded. The batch records the revision and the applied index of its
+// last command (index 0: a command without a log position, which records
+// none) in the same engine batch as the data, so after a crash either
+// every staged command is in storage or none is, and AppliedIndex says
+// which: replaying the log after it applies each entry exactly once.
 //
 // Nothing staged is visible before Commit: readers and watchers see the
 // batch's revisions once it is committed (and durable, with sync = true),
-// in order. A Batch holds the store's write lock from BeginBatch to
-// Commit, so other writers wait; it is for one goroutine.
+// in order. A Batch takes the store's write lock at its first staged
+// write and holds it until Commit, so other writers wait: the staged
+// writes are evaluated against the state the earlier ones leave, which no
+// other writer may change in between. Commit releases it as soon as the
+// engine has the batch, before the WAL sync, so the next batch is staged
+// while this one syncs (see commit.go). A Batch is for one goroutine.
 //
 //	b := s.BeginBatch()
 //	for _, e := range committedEntries {
-//		results[i], errs[i] = b.Entry(e.Index).Txn(e.Req)
+//		results[i], errs[i] = b.Txn(e.Index, e.Req)
 //	}
 //	if err := b.Commit(); err != nil { ... } // the store failed
 //	// hand results to the waiters
 //
-// Compactions and lease grants and revocations are not staged: commit the
-// batch, apply them with Store.Entry, and begin another.
+// Compactions and lease grants and revocations are not staged: they are
+// applied by themselves, with Store.Entry, after the batch before them
+// committed.
 type Batch struct {
 	s *Store
+	// locked is set while the batch holds writeMu: from its first
+	// staged write to Commit.
+	locked bool
 	// eb holds the staged writes, created with the first.
 	eb *engine.Batch
-	// pend are the staged entries' publications, in log order.
+	// pend are the staged commands' publications, in log order.
 	pend []*pending
+	// waitTail is set when a staged write wrote nothing and recorded no
+	// index: Commit then waits until every write it may have read is
+	// published.
+	waitTail bool
 	// baseRev is the last revision assigned before the batch; revs[i] are
 	// the writes of revision baseRev+1+i (each staged write that writes
 	// makes the next revision).
@@ -57,46 +71,114 @@ type Batch struct {
 // errBatchDone is returned by a Batch used after its Commit.
 var errBatchDone = errors.New("mvcc: batch already committed")
 
-// BeginBatch starts a Batch. It takes the store's write lock: call Commit
-// exactly once, also after an error, to release it.
-func (s *Store) BeginBatch() *Batch {
-	s.writeMu.Lock()
-	return &Batch{s: s, baseRev: s.lastRev}
+// BeginBatch starts a Batch. Call Commit exactly once, also after an
+// error: it releases the write lock the batch took.
+func (s *Store) BeginBatch() *Batch { return &Batch{s: s} }
+
+// lock takes the store's write lock for the batch, once.
+func (b *Batch) lock() {
+	if !b.locked {
+		b.s.writeMu.Lock()
+		b.locked = true
+		b.baseRev = b.s.lastRev
+	}
 }
 
-// BatchEntry is the writes of one log entry staged in a Batch: Entry's
-// Txn and Skip, committed by Batch.Commit.
-type BatchEntry struct {
-	b     *Batch
-	index uint64
+// unlock releases the write lock if the batch holds it.
+func (b *Batch) unlock() {
+	if b.locked {
+		b.locked = false
+		b.s.writeMu.Unlock()
+	}
 }
-
-// Entry returns the writes of the log entry at index, which must be above
-// every index applied or staged before (ErrAlreadyApplied otherwise) and
-// not 0.
-func (b *Batch) Entry(index uint64) BatchEntry { return BatchEntry{b: b, index: index} }
-
-// Txn is Entry.Txn, staged.
-func (e BatchEntry) Txn(req TxnRequest) (TxnResponse, error) {
-	return e.b.s.txnIn(e.b, e.index, req)
-}
-
-// Skip is Entry.Skip, staged.
-func (e BatchEntry) Skip() error { return e.b.s.skipIn(e.b, e.index) }
 
 // check reports why index cannot be staged in b.
 func (b *Batch) check(index uint64) error {
 	if b.done {
 		return errBatchDone
 	}
-	if index == 0 {
-		return errors.New("mvcc: Batch.Entry(0): a batch stages log entries, whose index is above 0")
-	}
 	return nil
+}
+
+// Txn is Store.Txn, staged, recording index (0: none). Even a Txn of
+// only RangeOps goes through the write path, to see the writes staged
+// before it and to record its index.
+func (b *Batch) Txn(index uint64, req TxnRequest) (TxnResponse, error) {
+	if err := checkTxn(&req); err != nil {
+		return TxnResponse{}, b.skipOnError(index, err)
+	}
+	t, err := b.s.lockWrite(b, index)
+	if err != nil {
+		return TxnResponse{}, err
+	}
+	// Only writers change the index and they hold writeMu, so the writer
+	// reads it without mu.
+	path, err := b.s.decide(&req, t.begin, t.fetch, nil)
+	if err != nil {
+		return TxnResponse{}, err
+	}
+	checked := path
+	if err := b.s.checkBranch(&req, t.begin, &checked); err != nil {
+		// A rejected request: nothing written but the log index.
+		if _, ferr := t.finish(TxnResponse{}); ferr != nil {
+			return TxnResponse{}, ferr
+		}
+		return TxnResponse{}, err
+	}
+	resp, err := t.execTxn(&req, &path)
+	if err != nil {
+		return TxnResponse{}, t.abort(err)
+	}
+	return t.finish(resp)
+}
+
+// Skip records index as applied with no other change, for commands that
+// do not touch the store (configuration changes, a new leader's empty
+// entry, a command refused before it reached the store).
+func (b *Batch) Skip(index uint64) error {
+	if index == 0 {
+		return nil
+	}
+	t, err := b.s.lockWrite(b, index)
+	if err != nil {
+		return err
+	}
+	_, err = t.finish(TxnResponse{})
+	return err
+}
+
+// skipOnError returns err, a rejected request, after recording index as
+// applied: a log entry that fails deterministically is applied too.
+func (b *Batch) skipOnError(index uint64, err error) error {
+	if serr := b.Skip(index); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// alone runs stage in a batch of its own and commits it: a write by
+// itself. It returns stage's error (a rejected request) unless the commit
+// failed.
+func (s *Store) alone(stage func(b *Batch) error) error {
+	b := s.BeginBatch()
+	err := stage(b)
+	if cerr := b.Commit(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// skipOnError is Batch.skipOnError by itself.
+func (s *Store) skipOnError(index uint64, err error) error {
+	return s.alone(func(b *Batch) error { return b.skipOnError(index, err) })
 }
 
 // stage adds a finished write to the batch.
 func (b *Batch) stage(t *writeTxn) error {
+	if t.empty() {
+		b.waitTail = true
+		return nil
+	}
 	if b.eb == nil {
 		b.eb = b.s.db.NewBatch()
 		b.sc = scratches.Get().(*scratch)
@@ -114,7 +196,9 @@ func (b *Batch) stage(t *writeTxn) error {
 		b.revs = append(b.revs, t.writes)
 		b.s.lastRev = p.rev
 	}
-	b.s.lastIndex = p.index
+	if p.index != 0 {
+		b.s.lastIndex = p.index
+	}
 	b.pend = append(b.pend, p)
 	return nil
 }
@@ -132,9 +216,9 @@ func (b *Batch) staged(r keyindex.Revision) *write {
 // Len returns the number of entries staged.
 func (b *Batch) Len() int { return len(b.pend) }
 
-// Commit commits every staged entry in one engine batch, releases the
+// Commit commits every staged command in one engine batch, releases the
 // write lock, and returns once they are durable and published. An error
-// means the store failed (reopen it), also if it failed while an entry
+// means the store failed (reopen it), also if it failed while a command
 // was staged; nothing staged was acknowledged then, and the applied index
 // after a reopen says which entries to apply again.
 func (b *Batch) Commit() error {
@@ -148,12 +232,25 @@ func (b *Batch) Commit() error {
 		scratches.Put(b.sc)
 	}
 	if err := s.failure(); err != nil {
-		s.writeMu.Unlock()
+		b.unlock()
 		return err
 	}
 	if len(b.pend) == 0 {
-		s.writeMu.Unlock()
+		var p *pending
+		if b.waitTail {
+			p = s.tail()
+		}
+		b.unlock()
+		if p != nil {
+			<-p.done
+			return p.err
+		}
 		return nil
 	}
-	return s.commitLocked(b.eb, b.pend...)
+	err := s.enqueueLocked(b.eb, b.pend)
+	b.unlock()
+	if err != nil {
+		return err
+	}
+	return s.awaitPublished(b.eb, b.pend)
 }

@@ -46,8 +46,9 @@ type pending struct {
 type writeTxn struct {
 	s     *Store
 	index uint64
-	// b is the Batch the write is staged in, nil for a write committed by
-	// itself.
+	// b is the Batch the write is staged in; nil only for a lease grant
+	// or revocation (lease.go), which takes writeMu itself and commits by
+	// itself in finish.
 	b *Batch
 	// begin is the revision before the write (the last assigned).
 	begin int64
@@ -74,22 +75,13 @@ func (s *Store) beginWrite(index uint64) (*writeTxn, error) {
 	return &writeTxn{s: s, index: index, begin: s.lastRev}, nil
 }
 
-// lockWrite starts a write of log index index: by itself under writeMu
-// (b nil), or staged in b, which holds writeMu already. On error nothing
-// is held.
+// lockWrite starts a write of log index index staged in b, taking writeMu
+// for b if it does not hold it yet (b keeps it until Commit).
 func (s *Store) lockWrite(b *Batch, index uint64) (*writeTxn, error) {
-	if b == nil {
-		s.writeMu.Lock()
-		t, err := s.beginWrite(index)
-		if err != nil {
-			s.writeMu.Unlock()
-			return nil, err
-		}
-		return t, nil
-	}
 	if err := b.check(index); err != nil {
 		return nil, err
 	}
+	b.lock()
 	t, err := s.beginWrite(index)
 	if err != nil {
 		return nil, err
@@ -190,7 +182,7 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 		}
 		return resp, nil
 	}
-	if len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 && len(t.aux) == 0 {
+	if t.empty() {
 		p := s.tail()
 		s.writeMu.Unlock()
 		if p != nil {
@@ -209,10 +201,23 @@ func (t *writeTxn) finish(resp TxnResponse) (TxnResponse, error) {
 	if err != nil {
 		return TxnResponse{}, t.abort(err)
 	}
-	if err := s.commitLocked(b, p); err != nil {
+	// writeMu was taken by the caller (lease.go's grant and revoke): it
+	// is released here, between the engine commit and the sync wait.
+	err = s.enqueueLocked(b, []*pending{p})
+	s.writeMu.Unlock()
+	if err == nil {
+		err = s.awaitPublished(b, []*pending{p})
+	}
+	if err != nil {
 		return TxnResponse{}, err
 	}
 	return resp, nil
+}
+
+// empty reports whether the txn has nothing to commit: no write, no
+// index, no lease or aux change.
+func (t *writeTxn) empty() bool {
+	return len(t.writes) == 0 && t.index == 0 && len(t.leasePuts) == 0 && len(t.leaseDels) == 0 && len(t.aux) == 0
 }
 
 // scratch holds a key and a value buffer that writes reuse (the engine
@@ -256,13 +261,14 @@ func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 	return p, nil
 }
 
-// commitLocked commits eb, which holds the writes of ps (in revision
-// order, at least one), with the store's revision and applied index as of
-// the last of them, so after a crash either all of ps are in storage or
-// none. Then it queues ps, releases writeMu, waits for the WAL sync and
-// publishes, and returns once the last of ps is published. The caller
-// holds writeMu; on error the store has failed.
-func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
+// enqueueLocked commits eb, which holds the writes of ps (in revision
+// order, at least one), to the engine without waiting for the WAL sync,
+// with the store's revision and applied index as of the last of them, so
+// after a crash either all of ps are in storage or none; then it queues
+// ps for publication. The caller holds writeMu, releases it, and then
+// calls awaitPublished: writers that come meanwhile share the sync. On
+// error the store has failed.
+func (s *Store) enqueueLocked(eb *engine.Batch, ps []*pending) error {
 	var rev int64
 	var index uint64
 	for _, p := range ps {
@@ -278,13 +284,10 @@ func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 		err = eb.CommitNoSyncWait()
 	}
 	if err != nil {
-		err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
-		s.writeMu.Unlock()
-		return err
+		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
 	}
-	var syncErr error
 	if s.opts.hooks.syncUnderLock {
-		syncErr = eb.SyncWait()
+		ps[len(ps)-1].err = eb.SyncWait()
 	}
 	if rev != 0 {
 		s.lastRev = rev
@@ -299,8 +302,14 @@ func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 	s.pubMu.Lock()
 	s.queue = append(s.queue, ps...)
 	s.pubMu.Unlock()
-	s.writeMu.Unlock()
+	return nil
+}
 
+// awaitPublished waits for the WAL sync of eb, which enqueueLocked
+// committed with ps, publishes what is synced, and returns once the last
+// of ps is published. The caller no longer holds writeMu.
+func (s *Store) awaitPublished(eb *engine.Batch, ps []*pending) error {
+	syncErr := ps[len(ps)-1].err // set by the syncUnderLock hook
 	if err := eb.SyncWait(); err != nil {
 		syncErr = err
 	}
@@ -310,6 +319,7 @@ func (s *Store) commitLocked(eb *engine.Batch, ps ...*pending) error {
 	}
 	s.publishLocked()
 	s.pubMu.Unlock()
+	last := ps[len(ps)-1]
 	<-last.done
 	return last.err
 }
@@ -384,47 +394,14 @@ func (s *Store) drainLocked() {
 
 // fail records the store's first failure and returns it.
 func (s *Store) fail(err error) error {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	if s.failed == nil {
-		s.failed = err
-	}
-	return s.failed
+	s.failed.CompareAndSwap(nil, &err)
+	return *s.failed.Load()
 }
 
 // failure returns the store's failure, nil if none.
 func (s *Store) failure() error {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	return s.failed
-}
-
-// skipOnError returns err, a rejected request, after recording index as
-// applied: a log entry that fails deterministically is applied too.
-func (s *Store) skipOnError(index uint64, err error) error {
-	return s.skipOnErrorIn(nil, index, err)
-}
-
-// skipOnErrorIn is skipOnError for a write staged in b (nil: by itself).
-func (s *Store) skipOnErrorIn(b *Batch, index uint64, err error) error {
-	if index == 0 {
-		return err
+	if p := s.failed.Load(); p != nil {
+		return *p
 	}
-	if serr := s.skipIn(b, index); serr != nil {
-		return serr
-	}
-	return err
-}
-
-// skip records index as applied with no other change.
-func (s *Store) skip(index uint64) error { return s.skipIn(nil, index) }
-
-// skipIn is skip for a write staged in b (nil: by itself).
-func (s *Store) skipIn(b *Batch, index uint64) error {
-	t, err := s.lockWrite(b, index)
-	if err != nil {
-		return err
-	}
-	_, err = t.finish(TxnResponse{})
-	return err
+	return nil
 }

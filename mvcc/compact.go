@@ -39,55 +39,59 @@ func (s *Store) compact(index uint64, rev int64) error {
 		}
 	}
 
-	s.writeMu.Lock()
-	t, err := s.beginWrite(index)
+	job, reject, err := s.scheduleCompaction(index, rev)
 	if err != nil {
-		s.writeMu.Unlock()
 		return err
+	}
+	if reject != nil {
+		// A rejected request: nothing written but the log index.
+		return s.skipOnError(index, reject)
+	}
+	// Watchers reading history below rev fail when they next read.
+	return s.runCompaction(job)
+}
+
+// scheduleCompaction, under writeMu, checks rev (reject says why it
+// cannot be compacted at: compacted already, or in the future) and
+// schedules the compaction: the first engine batch deletes the first
+// revisions and records the compaction, then the index drops them.
+func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, reject, err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, err := s.beginWrite(index); err != nil {
+		return nil, nil, err
 	}
 	// Every write assigned so far becomes durable and visible first, so
 	// the compaction starts from a published state.
 	s.drainLocked()
 	cur, compacted := s.lastRev, s.compactRev
-	var reject error
 	switch {
 	case rev <= compacted:
-		reject = fmt.Errorf("%w: compact at %d, already compacted at %d", ErrCompacted, rev, compacted)
+		return nil, fmt.Errorf("%w: compact at %d, already compacted at %d", ErrCompacted, rev, compacted), nil
 	case rev > cur:
-		reject = fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur)
+		return nil, fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur), nil
 	}
-	if reject != nil {
-		if _, err := t.finish(TxnResponse{}); err != nil {
-			return err
-		}
-		return reject
-	}
-	job := s.planCompaction(rev)
+	job = s.planCompaction(rev)
 	job.index = index
 	// The first batch schedules the compaction and deletes the first
 	// revisions; readers wait for it (they could be reading those), and
 	// only after it does memory change, so a failure leaves the store as
 	// it was.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.compactStep(job); err != nil {
-		s.mu.Unlock()
 		if !errors.Is(err, errInjected) {
 			// Whether the batch reached storage is unknown.
 			err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: schedule compaction at %d: %w", rev, err))
 		}
-		s.writeMu.Unlock()
-		return err
+		return nil, nil, err
 	}
 	s.ix.Compact(rev, true, nil)
 	s.compactRev = rev
 	if index != 0 {
 		s.applied, s.lastIndex = index, index
 	}
-	s.mu.Unlock()
-	s.writeMu.Unlock()
-
-	// Watchers reading history below rev fail when they next read.
-	return s.runCompaction(job)
+	return job, nil, nil
 }
 
 func (s *Store) runCompaction(job *compactJob) error {

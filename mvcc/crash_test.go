@@ -250,7 +250,7 @@ func TestFailedCommitStopsWrites(t *testing.T) {
 	if _, err := s.Put([]byte("a"), []byte("2")); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("Put on a closed engine: %v", err)
 	}
-	if _, err := s.Put([]byte("b"), []byte("2")); err == nil || s.failed == nil {
+	if _, err := s.Put([]byte("b"), []byte("2")); err == nil || s.failure() == nil {
 		t.Fatalf("Put after a failed commit: %v", err)
 	}
 	if err := s.Compact(1); err == nil {

@@ -59,24 +59,15 @@
 //   - Auth state (etcd's auth buckets): Entry.WriteAux writes the layer
 //     above's small values in the aux key space (no revision, no watch
 //     event), Store.ReadAux reads them by prefix; snapshots carry them.
-//   - A replicated log: Store.Entry(index) returns the same writes (Txn,
-//     Compact, GrantLease, RevokeLease, WriteAux, Skip) recording the log index
-//     atomically with each; Store.AppliedIndex is where to resume. See
-//     Entry.
+//   - A replicated log: Batch stages the writes of many log entries
+//     (Txn, Skip) in one engine commit recording the last index; a write
+//     by itself is a batch of one, and Store.Entry(index) is that for the
+//     writes that are never staged (Compact, GrantLease, RevokeLease,
+//     WriteAux). Store.AppliedIndex is where to resume. See Batch.
 //
-// Errors are sentinels to test with errors.Is; those etcd has map one to
-// one onto its rpctypes: ErrCompacted (ErrGRPCCompacted), ErrFutureRev
-// (ErrGRPCFutureRev), ErrEmptyKey (ErrGRPCEmptyKey), ErrKeyNotFound
-// (ErrGRPCKeyNotFound), ErrValueProvided, ErrLeaseProvided,
-// ErrDuplicateKeyInTxn (ErrGRPCDuplicateKey), ErrLeaseNotFound
-// (ErrGRPCLeaseNotFound), ErrLeaseExists (ErrGRPCLeaseExist),
-// ErrLeaseTTLTooLarge (ErrGRPCLeaseTTLTooLarge); ErrEmptyWatchRange is
-// etcd's "watcher range is empty", which its gRPC layer sends as a
-// canceled watch. The others (ErrKeyTooLarge,
-// ErrValueTooLarge, ErrInvalidRange, ErrInvalidTxn, ErrInvalidLease) are
-// bad arguments (InvalidArgument; etcd's own limits are the server's
-// request size limits); ErrClosed, ErrCorrupt and a failed store are
-// internal errors.
+// Errors are sentinels to test with errors.Is. Which of them is a
+// request's own fault, and the etcd gRPC error each becomes, is written
+// once, in the server's error table (server/errors.go).
 //
 // # Durability and group commit
 //

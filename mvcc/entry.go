@@ -54,8 +54,5 @@ func (e Entry) RevokeLease(id int64) (rev int64, err error) { return e.s.revokeL
 // do not touch the store (configuration changes, a new leader's empty
 // entry).
 func (e Entry) Skip() error {
-	if e.index == 0 {
-		return nil
-	}
-	return e.s.skip(e.index)
+	return e.s.alone(func(b *Batch) error { return b.Skip(e.index) })
 }

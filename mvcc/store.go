@@ -75,6 +75,27 @@ func (o *Options) ensureDefaults() {
 // at a time but share WAL syncs (see commit.go); reads run beside them and
 // each other.
 //
+// # Locks
+//
+// Six mutexes, each named for what it guards, always taken in this order
+// (a goroutine holding one takes only those after it):
+//
+//	compactMu  one compaction (or hash, snapshot restore, close) at a time
+//	writeMu    orders writers: revision and index assignment, engine commit
+//	pubMu      the queue of commits waiting for their WAL sync, publication
+//	watchMu    the watchers and what they were sent
+//	mu         the in-memory index and the published revision (readers share it)
+//	leaseMu    the lease sets
+//
+// writeMu is held from the start of a write to its engine commit, and
+// released before the WAL sync wait, so that the next writer commits
+// while this one syncs (group commit, see commit.go). A Batch holds it
+// across the commands it stages (from the first to Commit), since each is
+// evaluated against the state the ones before leave; lease grants and
+// revocations (lease.go) take it and release it in writeTxn.finish.
+// Readers take mu shared only, so they never wait for a writer's sync.
+// The store's failure is an atomic, read without a lock.
+//
 // Revisions are numbered as in etcd: an empty store is at revision 1 and
 // its first write makes revision 2. (Stores written before this numbering
 // keep theirs: their first write is revision 1, and new writes continue
@@ -102,9 +123,9 @@ type Store struct {
 
 	// failed, once set, is returned by every write: an engine commit or
 	// WAL sync failed, and whether it reached storage is unknown, so the
-	// revision it used must not be reused. Reopen the store.
-	failMu sync.Mutex
-	failed error
+	// revision it used must not be reused. Reopen the store. Set once,
+	// with no lock (see fail).
+	failed atomic.Pointer[error]
 
 	// mu guards the index and the published state below: readers hold it
 	// shared, a writer exclusively while it changes the index (with

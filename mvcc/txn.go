@@ -59,42 +59,23 @@ func (s *Store) DeleteRange(key, end []byte) (rev, deleted int64, err error) {
 // durable.
 func (s *Store) Txn(req TxnRequest) (TxnResponse, error) { return s.txn(0, req) }
 
+// txn runs req by itself (a batch of one), recording index.
 func (s *Store) txn(index uint64, req TxnRequest) (TxnResponse, error) {
-	return s.txnIn(nil, index, req)
-}
-
-// txnIn is txn by itself (b nil) or staged in b.
-func (s *Store) txnIn(b *Batch, index uint64, req TxnRequest) (TxnResponse, error) {
-	if err := checkTxn(&req); err != nil {
-		return TxnResponse{}, s.skipOnErrorIn(b, index, err)
-	}
 	if index == 0 && req.readOnly() {
+		if err := checkTxn(&req); err != nil {
+			return TxnResponse{}, err
+		}
 		return s.readTxn(req)
 	}
-	t, err := s.lockWrite(b, index)
+	var resp TxnResponse
+	err := s.alone(func(b *Batch) (err error) {
+		resp, err = b.Txn(index, req)
+		return err
+	})
 	if err != nil {
 		return TxnResponse{}, err
 	}
-	// Only writers change the index and they hold writeMu, so the writer
-	// reads it without mu.
-	path, err := s.decide(&req, t.begin, t.fetch, nil)
-	if err != nil {
-		t.unlock()
-		return TxnResponse{}, err
-	}
-	checked := path
-	if err := s.checkBranch(&req, t.begin, &checked); err != nil {
-		// A rejected request: nothing written but the log index.
-		if _, ferr := t.finish(TxnResponse{}); ferr != nil {
-			return TxnResponse{}, ferr
-		}
-		return TxnResponse{}, err
-	}
-	resp, err := t.execTxn(&req, &path)
-	if err != nil {
-		return TxnResponse{}, t.abort(err)
-	}
-	return t.finish(resp)
+	return resp, nil
 }
 
 // readOnly reports whether no op of either branch writes, nested Txns

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -19,9 +18,10 @@ const maxTxnOps = 128
 
 // applier is the cluster.StateMachine of the server: it applies etcd's
 // InternalRaftRequest commands (the encoding etcd itself puts in its raft
-// log) to the mvcc store. Apply is deterministic: it reads only the
-// command and the store, never a clock or the server's config, so every
-// member that applies the same log reaches the same state.
+// log) to the mvcc store, in batches (applyBatch). Apply is
+// deterministic: it reads only the command and the store, never a clock
+// or the server's config, so every member that applies the same log
+// reaches the same state.
 type applier struct {
 	store *mvcc.Store
 	// auth holds the users, roles and permissions, applied from the log
@@ -31,111 +31,91 @@ type applier struct {
 	leaseKeys auth.LeaseKeys
 }
 
-// applyResult is what Apply returns for every command it could apply or
+// applyResult is what Stage returns for every command it could apply or
 // refuse: the etcd response, or the error the command itself caused (a
 // failed check, a compacted revision). A storage failure is not a result:
-// Apply returns it as its error, which stops the Node.
+// Stage returns it as its error, which stops the Node.
 type applyResult struct {
 	resp proto.Message
 	err  error
 }
 
-var (
-	_ cluster.StateMachine = (*applier)(nil)
-	_ cluster.BatchApplier = (*applier)(nil)
-)
+var _ cluster.StateMachine = (*applier)(nil)
 
-// entryWriter is where the writes of the command at log position index
-// go: the store's Entry (one engine commit per command), or, with batch
-// set, an mvcc.Batch (one for a run of commands). A struct rather than an
-// interface, so that a command by itself allocates no more than before.
-type entryWriter struct {
-	store *mvcc.Store
-	batch *mvcc.Batch
-	index uint64
+// NewBatch begins a batch of commands (cluster.StateMachine).
+func (a *applier) NewBatch() cluster.Batch { return &applyBatch{a: a} }
+
+// applyBatch is the server's cluster.Batch: puts, deletes and txns (and
+// commands the store does not know, which only record their index) are
+// staged in one mvcc.Batch, whose commit records the last index with all
+// their writes. A command that appliesAlone commits what is staged first
+// and applies by itself, in its place in the order.
+type applyBatch struct {
+	a *applier
+	// b holds the staged writes: nil before the first and after a
+	// command applied alone.
+	b *mvcc.Batch
+	// last is the last log index staged, 0 if none.
+	last uint64
 }
 
-// Txn is mvcc.Entry.Txn or mvcc.BatchEntry.Txn.
-func (w entryWriter) Txn(req mvcc.TxnRequest) (mvcc.TxnResponse, error) {
-	if w.batch != nil {
-		return w.batch.Entry(w.index).Txn(req)
-	}
-	return w.store.Entry(w.index).Txn(req)
+// appliesAlone is the rule for what may share a batch: a compaction, a
+// lease grant or revocation and an auth command each apply by themselves,
+// after the commands before them committed. The store applies
+// compactions and lease changes outside any batch (they change what
+// every later write and read of the batch would see: the compacted
+// revision, the lease set), and auth commands write through auth's own
+// backend, recording their index themselves.
+func appliesAlone(r *pb.InternalRaftRequest) bool {
+	return r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil || auth.IsCommand(r)
 }
 
-// Skip is mvcc.Entry.Skip or mvcc.BatchEntry.Skip.
-func (w entryWriter) Skip() error {
-	if w.batch != nil {
-		return w.batch.Entry(w.index).Skip()
-	}
-	return w.store.Entry(w.index).Skip()
-}
-
-// Apply decodes and applies one command. Index 0 (the single member's
-// Local node) records no log position.
-func (a *applier) Apply(index uint64, cmd []byte) (any, error) {
+// Stage applies one command (cluster.Batch).
+func (ab *applyBatch) Stage(index uint64, cmd []byte) (any, error) {
 	r, bad := decodeCommand(cmd)
 	if bad != nil {
 		return bad, nil
 	}
-	res, err := result(a.apply(entryWriter{store: a.store, index: index}, r))
-	if index != 0 && err == nil {
-		a.auth.Applied(index)
+	if index != 0 {
+		ab.last = index
+	}
+	if !appliesAlone(r) {
+		if ab.b == nil {
+			ab.b = ab.a.store.BeginBatch()
+		}
+		return result(ab.a.apply(ab.b, index, r))
+	}
+	if err := ab.commitStaged(); err != nil {
+		return nil, err
+	}
+	alone := ab.a.store.BeginBatch()
+	res, err := result(ab.a.apply(alone, index, r))
+	if cerr := alone.Commit(); cerr != nil {
+		return nil, cerr
 	}
 	return res, err
 }
 
-// ApplyBatch applies a run of commands (cluster.BatchApplier) with one
-// engine commit: puts, deletes and txns (and commands the store does not
-// know, which only record their index) are staged in one mvcc.Batch,
-// whose commit records the last index with all their writes. A
-// compaction or a lease grant or revocation commits what is staged first
-// and applies by itself, in its place in the order.
-func (a *applier) ApplyBatch(cmds []cluster.Command) ([]any, error) {
-	results := make([]any, len(cmds))
-	var b *mvcc.Batch
-	commit := func() error {
-		if b == nil {
-			return nil
-		}
-		err := b.Commit()
-		b = nil
+// commitStaged commits the staged writes, if any.
+func (ab *applyBatch) commitStaged() error {
+	if ab.b == nil {
+		return nil
+	}
+	err := ab.b.Commit()
+	ab.b = nil
+	return err
+}
+
+// Commit commits what is staged (cluster.Batch). After a store failure it
+// still releases the staged batch, and returns the failure.
+func (ab *applyBatch) Commit() error {
+	if err := ab.commitStaged(); err != nil {
 		return err
 	}
-	for i, c := range cmds {
-		r, bad := decodeCommand(c.Data)
-		if bad != nil {
-			results[i] = bad
-			continue
-		}
-		w := entryWriter{store: a.store, index: c.Index}
-		if r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil || auth.IsCommand(r) {
-			if err := commit(); err != nil {
-				return nil, err
-			}
-		} else {
-			if b == nil {
-				b = a.store.BeginBatch()
-			}
-			w.batch = b
-		}
-		res, err := result(a.apply(w, r))
-		if err != nil {
-			// The store cannot apply: release the batch (it commits
-			// the entries staged before, a prefix of the log with its
-			// index, unless the store failed) and stop.
-			_ = commit()
-			return nil, err
-		}
-		results[i] = res
+	if ab.last != 0 {
+		ab.a.auth.Applied(ab.last)
 	}
-	if err := commit(); err != nil {
-		return nil, err
-	}
-	if len(cmds) > 0 {
-		a.auth.Applied(cmds[len(cmds)-1].Index)
-	}
-	return results, nil
+	return nil
 }
 
 // decodeCommand decodes a command, or returns the result of one that does
@@ -151,16 +131,18 @@ func decodeCommand(cmd []byte) (*pb.InternalRaftRequest, *applyResult) {
 // result sorts apply's outcome: a response or the command's own error is
 // the result, any other error the store's.
 func result(resp proto.Message, err error) (any, error) {
-	if err != nil && !commandError(err) {
+	if err != nil && stopsNode(err) {
 		return nil, err
 	}
 	return &applyResult{resp: resp, err: err}, nil
 }
 
-// apply applies r, its writes going to w.
-func (a *applier) apply(w entryWriter, r *pb.InternalRaftRequest) (proto.Message, error) {
+// apply applies r at log position index: its writes are staged in b,
+// except a compaction's and a lease's, which the store applies by
+// themselves (see appliesAlone).
+func (a *applier) apply(b *mvcc.Batch, index uint64, r *pb.InternalRaftRequest) (proto.Message, error) {
 	if auth.IsCommand(r) {
-		resp, cmdErr, err := a.auth.Apply(w.index, r)
+		resp, cmdErr, err := a.auth.Apply(index, r)
 		if err != nil {
 			return nil, err
 		}
@@ -168,28 +150,27 @@ func (a *applier) apply(w entryWriter, r *pb.InternalRaftRequest) (proto.Message
 	}
 	if err := a.auth.CheckCommand(r, a.leaseKeys); err != nil {
 		// Refused on every member alike: the entry is applied.
-		if serr := w.Skip(); serr != nil {
+		if serr := b.Skip(index); serr != nil {
 			return nil, serr
 		}
 		return nil, err
 	}
 	switch {
 	case r.Put != nil:
-		return a.put(w, r.Put)
+		return a.put(b, index, r.Put)
 	case r.DeleteRange != nil:
-		return a.deleteRange(w, r.DeleteRange)
+		return a.deleteRange(b, index, r.DeleteRange)
 	case r.Txn != nil:
-		return a.txnOn(w, r.Txn)
+		return runTxn(r.Txn, func(req mvcc.TxnRequest) (mvcc.TxnResponse, error) { return b.Txn(index, req) })
 	case r.Compaction != nil:
-		return a.compact(w.index, r.Compaction)
+		return a.compact(index, r.Compaction)
 	case r.LeaseGrant != nil:
-		return a.leaseGrant(w.index, r.LeaseGrant)
+		return a.leaseGrant(index, r.LeaseGrant)
 	case r.LeaseRevoke != nil:
-		return a.leaseRevoke(w.index, r.LeaseRevoke)
+		return a.leaseRevoke(index, r.LeaseRevoke)
 	}
-	// Applied on every member alike, so the log position is kept (Skip
-	// of index 0 records nothing).
-	if err := w.Skip(); err != nil {
+	// Applied on every member alike, so the log position is kept.
+	if err := b.Skip(index); err != nil {
 		return nil, err
 	}
 	return nil, unsupported("command %v", r)
@@ -210,29 +191,12 @@ func (a *applier) leaseRevoke(index uint64, r *pb.LeaseRevokeRequest) (*pb.Lease
 	return &pb.LeaseRevokeResponse{Header: header(rev)}, nil
 }
 
-// commandError reports whether err is the command's own fault (the
-// client gets it) rather than the store's (the node stops).
-func commandError(err error) bool {
-	for _, target := range []error{
-		mvcc.ErrCompacted, mvcc.ErrFutureRev, mvcc.ErrEmptyKey, mvcc.ErrKeyTooLarge,
-		mvcc.ErrInvalidRange, mvcc.ErrValueTooLarge, mvcc.ErrDuplicateKeyInTxn, mvcc.ErrInvalidTxn,
-		mvcc.ErrKeyNotFound, mvcc.ErrValueProvided, mvcc.ErrLeaseProvided, mvcc.ErrLeaseNotFound,
-		mvcc.ErrLeaseExists, mvcc.ErrLeaseTTLTooLarge, mvcc.ErrInvalidLease, mvcc.ErrAlreadyApplied,
-		errInvalid, errUnsupported, errValueTooLarge,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return auth.IsError(err)
-}
-
-func (a *applier) put(w entryWriter, r *pb.PutRequest) (*pb.PutResponse, error) {
+func (a *applier) put(b *mvcc.Batch, index uint64, r *pb.PutRequest) (*pb.PutResponse, error) {
 	op, err := putOp(r)
 	if err != nil {
 		return nil, err
 	}
-	res, err := w.Txn(mvcc.TxnRequest{Success: []mvcc.Op{op}})
+	res, err := b.Txn(index, mvcc.TxnRequest{Success: []mvcc.Op{op}})
 	if err != nil {
 		return nil, err
 	}
@@ -243,21 +207,18 @@ func (a *applier) put(w entryWriter, r *pb.PutRequest) (*pb.PutResponse, error) 
 	return resp, nil
 }
 
-func (a *applier) deleteRange(w entryWriter, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	res, err := w.Txn(mvcc.TxnRequest{Success: []mvcc.Op{deleteOp(r)}})
+func (a *applier) deleteRange(b *mvcc.Batch, index uint64, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	res, err := b.Txn(index, mvcc.TxnRequest{Success: []mvcc.Op{deleteOp(r)}})
 	if err != nil {
 		return nil, err
 	}
 	return deleteResponse(res.Responses[0], res.Rev), nil
 }
 
-// txn applies a Txn at log position index (0: outside the log, as a
-// read-only txn is served).
-func (a *applier) txn(index uint64, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	return a.txnOn(entryWriter{store: a.store, index: index}, r)
-}
-
-func (a *applier) txnOn(w entryWriter, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+// runTxn checks and converts r, runs it with do (staged in a batch, or
+// a read-only txn served by the store outside the log) and converts the
+// response.
+func runTxn(r *pb.TxnRequest, do func(mvcc.TxnRequest) (mvcc.TxnResponse, error)) (*pb.TxnResponse, error) {
 	if err := checkTxnSize(r, maxTxnOps); err != nil {
 		return nil, err
 	}
@@ -265,9 +226,7 @@ func (a *applier) txnOn(w entryWriter, r *pb.TxnRequest) (*pb.TxnResponse, error
 	if err != nil {
 		return nil, err
 	}
-	// A read-only txn with index 0 (served outside the log) is a read in
-	// mvcc: it takes no write lock.
-	res, err := w.Txn(req)
+	res, err := do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -351,8 +310,8 @@ func (a *applier) Restore(r io.Reader, index uint64) error {
 	return nil
 }
 
-// SyncState makes every applied entry durable (cluster.StateSyncer): in a
+// Sync makes every applied entry durable (cluster.StateMachine): in a
 // cluster the store's engine runs with sync = false, the raft log being
 // the durable record, and the raft node calls this before it truncates
 // the log.
-func (a *applier) SyncState() error { return a.store.Flush() }
+func (a *applier) Sync() error { return a.store.Flush() }

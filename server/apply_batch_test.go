@@ -8,7 +8,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc"
@@ -111,47 +110,71 @@ func applyCommands(t *testing.T) [][]byte {
 	return cmds
 }
 
-// TestApplyBatchSameAsApply applies the same log to two stores, one
-// command at a time (Apply) and in runs (ApplyBatch, runs of 1 to all
-// commands): every result, the contents, revision and applied index are
-// the same; and a run of puts, deletes and txns costs one WAL sync (one
-// engine commit) where Apply costs one per command.
+// applyRun stages cmds, the log entries from index first on (first 0:
+// commands without a log position, as a single member's), in one batch
+// and commits it.
+func applyRun(a *applier, first uint64, cmds [][]byte) ([]any, error) {
+	b := a.NewBatch()
+	results := make([]any, len(cmds))
+	for i, c := range cmds {
+		index := first
+		if first != 0 {
+			index += uint64(i)
+		}
+		res, err := b.Stage(index, c)
+		if err != nil {
+			_ = b.Commit()
+			return nil, err
+		}
+		results[i] = res
+	}
+	return results, b.Commit()
+}
+
+// TestApplyBatchSameAsApply applies the same log to stores one command
+// per batch and in runs (of 3, and of all commands), and as a single
+// member does (no log positions, in one run): every result, the
+// contents, revision and (with a log) applied index are the same; and a
+// run of puts, deletes and txns costs one WAL sync (one engine commit)
+// where batches of one cost one per command.
 func TestApplyBatchSameAsApply(t *testing.T) {
 	cmds := applyCommands(t)
 	one, _ := openApplier(t)
 	var want []any
 	for i, c := range cmds {
-		res, err := one.Apply(uint64(i+1), c)
+		res, err := applyRun(one, uint64(i+1), [][]byte{c})
 		if err != nil {
-			t.Fatalf("Apply of command %d: %v", i+1, err)
+			t.Fatalf("apply of command %d: %v", i+1, err)
 		}
-		want = append(want, res)
+		want = append(want, res[0])
 	}
-	for _, run := range []int{1, 3, len(cmds)} {
-		t.Run(fmt.Sprintf("runs_of_%d", run), func(t *testing.T) {
+	for _, run := range []int{3, len(cmds), 0} {
+		name := fmt.Sprintf("runs_of_%d", run)
+		if run == 0 {
+			name, run = "no_log", len(cmds)
+		}
+		t.Run(name, func(t *testing.T) {
 			batched, _ := openApplier(t)
 			var got []any
 			for first := 0; first < len(cmds); first += run {
-				var batch []cluster.Command
-				for i := first; i < min(first+run, len(cmds)); i++ {
-					batch = append(batch, cluster.Command{Index: uint64(i + 1), Data: cmds[i]})
+				batch := cmds[first:min(first+run, len(cmds))]
+				index := uint64(first + 1)
+				if name == "no_log" {
+					index = 0
 				}
-				res, err := batched.ApplyBatch(batch)
+				res, err := applyRun(batched, index, batch)
 				if err != nil {
-					t.Fatalf("ApplyBatch of commands %d-%d: %v", first+1, first+len(batch), err)
-				}
-				if len(res) != len(batch) {
-					t.Fatalf("ApplyBatch returned %d results for %d commands", len(res), len(batch))
+					t.Fatalf("apply of commands %d-%d: %v", first+1, first+len(batch), err)
 				}
 				got = append(got, res...)
 			}
 			for i := range want {
 				w, g := want[i].(*applyResult), got[i].(*applyResult)
 				if !proto.Equal(w.resp, g.resp) || fmt.Sprint(w.err) != fmt.Sprint(g.err) {
-					t.Fatalf("command %d: Apply gave %v, %v; ApplyBatch %v, %v", i+1, w.resp, w.err, g.resp, g.err)
+					t.Fatalf("command %d: alone gave %v, %v; in runs %v, %v", i+1, w.resp, w.err, g.resp, g.err)
 				}
 			}
-			sameStores(t, one.store, batched.store)
+			sameStores(t, one.store, batched.store, name != "no_log")
 		})
 	}
 	var rejected int
@@ -170,10 +193,10 @@ func TestApplyBatchSameAsApply(t *testing.T) {
 	}
 
 	// Only puts, deletes and txns: one run, one commit.
-	var puts []cluster.Command
+	var puts [][]byte
 	for i := range 20 {
 		b, _ := proto.Marshal(&pb.InternalRaftRequest{Put: &pb.PutRequest{Key: fmt.Appendf(nil, "k%d", i%5), Value: []byte("v"), PrevKv: true}})
-		puts = append(puts, cluster.Command{Index: uint64(i + 1), Data: b})
+		puts = append(puts, b)
 	}
 	syncs := func(db *engine.DB) int64 {
 		m, err := db.Metrics()
@@ -184,30 +207,30 @@ func TestApplyBatchSameAsApply(t *testing.T) {
 	}
 	a1, db1 := openApplier(t)
 	before := syncs(db1)
-	for _, c := range puts {
-		if _, err := a1.Apply(c.Index, c.Data); err != nil {
+	for i, c := range puts {
+		if _, err := applyRun(a1, uint64(i+1), [][]byte{c}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	apply := syncs(db1) - before
 	a2, db2 := openApplier(t)
 	before = syncs(db2)
-	if _, err := a2.ApplyBatch(puts); err != nil {
+	if _, err := applyRun(a2, 1, puts); err != nil {
 		t.Fatal(err)
 	}
 	batch := syncs(db2) - before
-	t.Logf("%d puts: %d WAL syncs by Apply, %d by ApplyBatch", len(puts), apply, batch)
+	t.Logf("%d puts: %d WAL syncs in batches of one, %d in one batch", len(puts), apply, batch)
 	if apply < int64(len(puts)) || batch != 1 {
-		t.Fatalf("%d puts: %d WAL syncs by Apply (want one each), %d by ApplyBatch (want 1)", len(puts), apply, batch)
+		t.Fatalf("%d puts: %d WAL syncs in batches of one (want one each), %d in one batch (want 1)", len(puts), apply, batch)
 	}
-	sameStores(t, a1.store, a2.store)
+	sameStores(t, a1.store, a2.store, true)
 }
 
 // sameStores fails unless a and b hold the same keys at the same
-// revision and applied index.
-func sameStores(t *testing.T, a, b *mvcc.Store) {
+// revision and (with index set) applied index.
+func sameStores(t *testing.T, a, b *mvcc.Store, index bool) {
 	t.Helper()
-	if a.Rev() != b.Rev() || a.AppliedIndex() != b.AppliedIndex() || a.CompactRev() != b.CompactRev() {
+	if a.Rev() != b.Rev() || (index && a.AppliedIndex() != b.AppliedIndex()) || a.CompactRev() != b.CompactRev() {
 		t.Fatalf("revision %d / %d, applied index %d / %d, compacted %d / %d", a.Rev(), b.Rev(), a.AppliedIndex(), b.AppliedIndex(), a.CompactRev(), b.CompactRev())
 	}
 	ra, err := a.Range([]byte{0}, []byte{0}, mvcc.RangeOptions{})
@@ -229,9 +252,9 @@ func sameStores(t *testing.T, a, b *mvcc.Store) {
 // BenchmarkApply measures what a member spends applying one command of
 // the cluster's write benchmark (a v2 set: a Txn putting one key with
 // prev_kv, 64 B) to a store with sync = false, as a cluster member's is:
-// one at a time (Apply, one engine commit each) and in the runs a
-// member gets at 64 and 256 writers (ApplyBatch of 10 and 33 commands,
-// one engine commit each). ns/op is per command.
+// one batch per command (one engine commit each) and in the runs a
+// member gets at 64 and 256 writers (batches of 10 and 33 commands, one
+// engine commit each). ns/op is per command.
 func BenchmarkApply(b *testing.B) {
 	cmd, err := proto.Marshal(&pb.InternalRaftRequest{Txn: &pb.TxnRequest{Success: []*pb.RequestOp{
 		{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("foo"), Value: bytes.Repeat([]byte("a"), 64), PrevKv: true}}},
@@ -258,22 +281,16 @@ func BenchmarkApply(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			batch := make([]cluster.Command, run)
+			batch := make([][]byte, run)
+			for i := range batch {
+				batch[i] = cmd
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for index := uint64(1); index <= uint64(b.N); {
 				n := min(uint64(run), uint64(b.N)+1-index)
-				if run == 1 {
-					if _, err := a.Apply(index, cmd); err != nil {
-						b.Fatal(err)
-					}
-				} else {
-					for i := range n {
-						batch[i] = cluster.Command{Index: index + i, Data: cmd}
-					}
-					if _, err := a.ApplyBatch(batch[:n]); err != nil {
-						b.Fatal(err)
-					}
+				if _, err := applyRun(a, index, batch[:n]); err != nil {
+					b.Fatal(err)
 				}
 				index += n
 			}

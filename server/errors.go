@@ -36,11 +36,108 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }
 
+// errorRow is one error of the store, the apply path or the server's own
+// checks: what the client gets, and whether the command caused it.
+type errorRow struct {
+	err error
+	// grpc is etcd's rpctypes error for err, whose message clientv3
+	// matches (to retry on Unavailable, to surface ErrCompacted). Nil:
+	// err has no etcd counterpart and keeps its own message, prefixed
+	// "etcdserver: ", under code.
+	grpc error
+	code codes.Code
+	// stops says that err, returned by apply, stops the node: the store
+	// failed, and memory no longer matches storage. An error that does
+	// not stop the node is the command's own outcome (a failed check, a
+	// compacted revision): every member applies it alike, and the
+	// proposer's client gets it.
+	stops bool
+}
+
+// errorTable is every error the server maps, once, in the order they are
+// matched (errors.Is; the first row that matches wins, so a wrapped error
+// comes before the error it wraps). It answers both questions asked of an
+// error: which gRPC status a handler returns (toGRPC) and whether apply
+// stops the node for it (stopsNode). Auth's errors are auth's table
+// (auth.GRPCError): all are the command's own. An error in neither table
+// stops the node and reaches clients as codes.Internal.
+var errorTable = []errorRow{
+	// The command's own outcome.
+	{err: mvcc.ErrCompacted, grpc: rpctypes.ErrGRPCCompacted},
+	{err: mvcc.ErrFutureRev, grpc: rpctypes.ErrGRPCFutureRev},
+	{err: mvcc.ErrEmptyKey, grpc: rpctypes.ErrGRPCEmptyKey},
+	{err: mvcc.ErrDuplicateKeyInTxn, grpc: rpctypes.ErrGRPCDuplicateKey},
+	{err: mvcc.ErrLeaseNotFound, grpc: rpctypes.ErrGRPCLeaseNotFound},
+	{err: mvcc.ErrLeaseExists, grpc: rpctypes.ErrGRPCLeaseExist},
+	{err: mvcc.ErrLeaseTTLTooLarge, grpc: rpctypes.ErrGRPCLeaseTTLTooLarge},
+	{err: mvcc.ErrKeyNotFound, grpc: rpctypes.ErrGRPCKeyNotFound},
+	{err: mvcc.ErrValueProvided, grpc: rpctypes.ErrGRPCValueProvided},
+	{err: mvcc.ErrLeaseProvided, grpc: rpctypes.ErrGRPCLeaseProvided},
+	{err: errTooManyOps, grpc: rpctypes.ErrGRPCTooManyOps},
+	{err: errInvalidSort, grpc: rpctypes.ErrGRPCInvalidSortOption},
+	{err: mvcc.ErrKeyTooLarge, code: codes.InvalidArgument},
+	{err: mvcc.ErrValueTooLarge, code: codes.InvalidArgument},
+	{err: errValueTooLarge, code: codes.InvalidArgument},
+	{err: mvcc.ErrInvalidRange, code: codes.InvalidArgument},
+	{err: mvcc.ErrInvalidTxn, code: codes.InvalidArgument},
+	{err: mvcc.ErrInvalidLease, code: codes.InvalidArgument},
+	{err: errInvalid, code: codes.InvalidArgument},
+	// Watch sends it as a canceled watch, etcd's "watcher range is empty".
+	{err: mvcc.ErrEmptyWatchRange, code: codes.InvalidArgument},
+	{err: errUnsupported, code: codes.Unimplemented},
+	// A replayed entry: the store has it, and it is not applied again.
+	{err: mvcc.ErrAlreadyApplied, code: codes.Internal},
+
+	// The store failed, or is closed: the node stops.
+	{err: mvcc.ErrClosed, grpc: rpctypes.ErrGRPCStopped, stops: true},
+	{err: mvcc.ErrCorrupt, code: codes.Internal, stops: true},
+
+	// The cluster's: never a result of apply, so none is the command's.
+	{err: cluster.ErrNoLeader, grpc: rpctypes.ErrGRPCNoLeader, stops: true},
+	{err: cluster.ErrTimeout, grpc: rpctypes.ErrGRPCTimeout, stops: true},
+	{err: context.DeadlineExceeded, grpc: rpctypes.ErrGRPCTimeout, stops: true},
+	{err: context.Canceled, grpc: rpctypes.ErrGRPCCanceled, stops: true},
+	{err: cluster.ErrStopped, grpc: rpctypes.ErrGRPCStopped, stops: true},
+	{err: cluster.ErrNotEnoughStartedMembers, grpc: rpctypes.ErrGRPCMemberNotEnoughStarted, stops: true},
+	{err: cluster.ErrMemberNotLearner, grpc: rpctypes.ErrGRPCMemberNotLearner, stops: true},
+	{err: cluster.ErrLearnerNotReady, grpc: rpctypes.ErrGRPCLearnerNotReady, stops: true},
+	{err: cluster.ErrTooManyLearners, grpc: rpctypes.ErrGRPCTooManyLearners, stops: true},
+	{err: cluster.ErrMemberNotFound, grpc: rpctypes.ErrGRPCMemberNotFound, stops: true},
+	{err: cluster.ErrPeerURLExists, grpc: rpctypes.ErrGRPCPeerURLExist, stops: true},
+	{err: cluster.ErrNotLeader, grpc: rpctypes.ErrGRPCNotLeader, stops: true},
+	{err: cluster.ErrBadLeaderTransferee, grpc: rpctypes.ErrGRPCBadLeaderTransferee, stops: true},
+	{err: cluster.ErrLeaderTransferTimeout, grpc: errLeaderTransferTimeout, stops: true},
+	{err: cluster.ErrSingleMember, code: codes.Unimplemented, stops: true},
+}
+
+// errLeaderTransferTimeout is etcd's message for a leader transfer that
+// took too long.
+var errLeaderTransferTimeout = status.Error(codes.Unavailable, "etcdserver: request timed out, leader transfer took too long")
+
+// lookupError returns the row of err, nil if it has none.
+func lookupError(err error) *errorRow {
+	for i := range errorTable {
+		if errors.Is(err, errorTable[i].err) {
+			return &errorTable[i]
+		}
+	}
+	return nil
+}
+
+// stopsNode reports whether err, returned by apply, is the store's
+// failure (the node stops) rather than the command's own outcome (the
+// client gets it).
+func stopsNode(err error) bool {
+	if auth.IsError(err) {
+		return false
+	}
+	row := lookupError(err)
+	return row == nil || row.stops
+}
+
 // toGRPC maps an error of the store, the apply path or the server's checks
-// onto etcd's rpctypes errors, whose messages clientv3 matches (for
-// example to retry on Unavailable, or to surface ErrCompacted). Errors
-// etcd has no counterpart for keep their own message under the code that
-// fits.
+// to the status a handler returns, from errorTable (or auth's table). An
+// error already a status passes through.
 func toGRPC(err error) error {
 	if err == nil {
 		return nil
@@ -51,67 +148,14 @@ func toGRPC(err error) error {
 	if g := auth.GRPCError(err); g != nil {
 		return g
 	}
+	row := lookupError(err)
 	switch {
-	case errors.Is(err, mvcc.ErrCompacted):
-		return rpctypes.ErrGRPCCompacted
-	case errors.Is(err, mvcc.ErrFutureRev):
-		return rpctypes.ErrGRPCFutureRev
-	case errors.Is(err, mvcc.ErrEmptyKey):
-		return rpctypes.ErrGRPCEmptyKey
-	case errors.Is(err, mvcc.ErrDuplicateKeyInTxn):
-		return rpctypes.ErrGRPCDuplicateKey
-	case errors.Is(err, mvcc.ErrLeaseNotFound):
-		return rpctypes.ErrGRPCLeaseNotFound
-	case errors.Is(err, mvcc.ErrLeaseExists):
-		return rpctypes.ErrGRPCLeaseExist
-	case errors.Is(err, mvcc.ErrLeaseTTLTooLarge):
-		return rpctypes.ErrGRPCLeaseTTLTooLarge
-	case errors.Is(err, mvcc.ErrKeyNotFound):
-		return rpctypes.ErrGRPCKeyNotFound
-	case errors.Is(err, mvcc.ErrValueProvided):
-		return rpctypes.ErrGRPCValueProvided
-	case errors.Is(err, mvcc.ErrLeaseProvided):
-		return rpctypes.ErrGRPCLeaseProvided
-	case errors.Is(err, errTooManyOps):
-		return rpctypes.ErrGRPCTooManyOps
-	case errors.Is(err, errInvalidSort):
-		return rpctypes.ErrGRPCInvalidSortOption
-	case errors.Is(err, mvcc.ErrKeyTooLarge), errors.Is(err, mvcc.ErrValueTooLarge),
-		errors.Is(err, errValueTooLarge), errors.Is(err, mvcc.ErrInvalidRange),
-		errors.Is(err, mvcc.ErrInvalidTxn), errors.Is(err, mvcc.ErrInvalidLease), errors.Is(err, errInvalid):
-		return status.Error(codes.InvalidArgument, "etcdserver: "+err.Error())
-	case errors.Is(err, errUnsupported):
-		return status.Error(codes.Unimplemented, "etcdserver: "+err.Error())
-	case errors.Is(err, cluster.ErrNoLeader):
-		return rpctypes.ErrGRPCNoLeader
-	case errors.Is(err, cluster.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return rpctypes.ErrGRPCTimeout
-	case errors.Is(err, context.Canceled):
-		return rpctypes.ErrGRPCCanceled
-	case errors.Is(err, cluster.ErrStopped), errors.Is(err, mvcc.ErrClosed):
-		return rpctypes.ErrGRPCStopped
-	case errors.Is(err, cluster.ErrNotEnoughStartedMembers):
-		return rpctypes.ErrGRPCMemberNotEnoughStarted
-	case errors.Is(err, cluster.ErrMemberNotLearner):
-		return rpctypes.ErrGRPCMemberNotLearner
-	case errors.Is(err, cluster.ErrLearnerNotReady):
-		return rpctypes.ErrGRPCLearnerNotReady
-	case errors.Is(err, cluster.ErrTooManyLearners):
-		return rpctypes.ErrGRPCTooManyLearners
-	case errors.Is(err, cluster.ErrMemberNotFound):
-		return rpctypes.ErrGRPCMemberNotFound
-	case errors.Is(err, cluster.ErrPeerURLExists):
-		return rpctypes.ErrGRPCPeerURLExist
-	case errors.Is(err, cluster.ErrNotLeader):
-		return rpctypes.ErrGRPCNotLeader
-	case errors.Is(err, cluster.ErrBadLeaderTransferee):
-		return rpctypes.ErrGRPCBadLeaderTransferee
-	case errors.Is(err, cluster.ErrLeaderTransferTimeout):
-		return status.Error(codes.Unavailable, "etcdserver: request timed out, leader transfer took too long")
-	case errors.Is(err, cluster.ErrSingleMember):
-		return status.Error(codes.Unimplemented, "etcdserver: "+err.Error())
+	case row == nil:
+		return status.Error(codes.Internal, "etcdserver: "+err.Error())
+	case row.grpc != nil:
+		return row.grpc
 	}
-	return status.Error(codes.Internal, "etcdserver: "+err.Error())
+	return status.Error(row.code, "etcdserver: "+err.Error())
 }
 
 // errorfValueTooLarge names the size and the limit of a value refused.

@@ -12,20 +12,41 @@ import (
 
 // kvServer is etcd's KV service: reads from the store after a read
 // barrier (linearizable) or directly (serializable), writes through the
-// apply path.
+// apply path. As etcd's v3rpc kvServer holds a RaftKV and a header, it
+// holds only what it uses: kv, auth, and hdr.
 type kvServer struct {
 	pb.UnimplementedKVServer
-	s *Server
+	kv   raftKV
+	auth *auth.Store
+	hdr  memberHeader
 }
+
+// raftKV is the KV service's way to the data (etcd's etcdserver.RaftKV);
+// *Server implements it.
+type raftKV interface {
+	// proposer: writes through the apply path, and the read barrier.
+	proposer
+	// rangeKV serves a Range, rangeStream a streamed one, readTxn a Txn
+	// without writes: reads of the local store.
+	rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error)
+	rangeStream(ctx context.Context, r *pb.RangeRequest, send func(*pb.RangeResponse) error) error
+	readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error)
+	// checkValue enforces server.max_value_bytes.
+	checkValue(v []byte) error
+	// leaseKeys returns the keys of a lease, for the auth checks.
+	leaseKeys(id int64) [][]byte
+}
+
+var _ raftKV = (*Server)(nil)
 
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	var resp *pb.RangeResponse
-	err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckRange(ai, r.Key, r.RangeEnd) },
-		func() (err error) { resp, err = k.s.rangeKV(ctx, r); return err })
+	err := k.auth.Serve(ctx, func(ai *auth.Info) error { return k.auth.CheckRange(ai, r.Key, r.RangeEnd) },
+		func() (err error) { resp, err = k.kv.rangeKV(ctx, r); return err })
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	k.s.fill(resp.Header)
+	k.hdr.fill(resp.Header)
 	return resp, nil
 }
 
@@ -58,25 +79,25 @@ func (s *Server) readRange(r *pb.RangeRequest, key, end []byte, opts mvcc.RangeO
 }
 
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := k.s.checkValue(r.Value); err != nil {
+	if err := k.kv.checkValue(r.Value); err != nil {
 		return nil, toGRPC(err)
 	}
-	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Put: r})
+	resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{Put: r})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	out := resp.(*pb.PutResponse)
-	k.s.fill(out.Header)
+	k.hdr.fill(out.Header)
 	return out, nil
 }
 
 func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{DeleteRange: r})
+	resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{DeleteRange: r})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	out := resp.(*pb.DeleteRangeResponse)
-	k.s.fill(out.Header)
+	k.hdr.fill(out.Header)
 	return out, nil
 }
 
@@ -84,29 +105,29 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err := checkTxnSize(r, maxTxnOps); err != nil {
 		return nil, toGRPC(err)
 	}
-	if err := eachPut(r, func(p *pb.PutRequest) error { return k.s.checkValue(p.Value) }); err != nil {
+	if err := eachPut(r, func(p *pb.PutRequest) error { return k.kv.checkValue(p.Value) }); err != nil {
 		return nil, toGRPC(err)
 	}
 	var out *pb.TxnResponse
 	if readOnly(r) {
 		// As etcd: a txn without writes is a read, served here after a
 		// read barrier instead of through the log.
-		if err := k.s.readBarrier(ctx); err != nil {
+		if err := k.kv.readBarrier(ctx); err != nil {
 			return nil, toGRPC(err)
 		}
-		err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckTxn(ai, k.s.leaseKeys, r) },
-			func() (err error) { out, err = k.s.apply.txn(0, r); return err })
+		err := k.auth.Serve(ctx, func(ai *auth.Info) error { return k.auth.CheckTxn(ai, k.kv.leaseKeys, r) },
+			func() (err error) { out, err = k.kv.readTxn(r); return err })
 		if err != nil {
 			return nil, toGRPC(err)
 		}
 	} else {
-		resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Txn: r})
+		resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{Txn: r})
 		if err != nil {
 			return nil, toGRPC(err)
 		}
 		out = resp.(*pb.TxnResponse)
 	}
-	k.s.fill(out.Header)
+	k.hdr.fill(out.Header)
 	return out, nil
 }
 
@@ -149,17 +170,21 @@ func readOnly(r *pb.TxnRequest) bool {
 }
 
 func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	if err := k.s.auth.RequireAdmin(ctx); err != nil {
+	if err := k.auth.RequireAdmin(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	resp, err := k.s.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
+	resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	out := resp.(*pb.CompactionResponse)
-	k.s.fill(out.Header)
+	k.hdr.fill(out.Header)
 	return out, nil
 }
+
+// readTxn serves a Txn without writes from the local store, outside the
+// log.
+func (s *Server) readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error) { return runTxn(r, s.store.Txn) }
 
 // checkValue enforces server.max_value_bytes.
 func (s *Server) checkValue(v []byte) error {

@@ -220,8 +220,8 @@ func (ls *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) 
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: max(r.TTL, minLeaseTTL)}
 	if req.ID == 0 {
 		// As etcd, the ID is chosen before proposing, so every member
-		// applies the same one (see Server.reqID).
-		req.ID = int64(s.reqID.Add(1) & (1<<63 - 1))
+		// applies the same one (see Server.leaseIDs).
+		req.ID = int64(s.leaseIDs.Add(1) & (1<<63 - 1))
 	}
 	if req.ID < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "etcdserver: lease ID %d is negative", req.ID)

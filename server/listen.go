@@ -62,12 +62,12 @@ func (s *Server) serve() error {
 		gopts = append(gopts, grpc.Creds(insecure.NewCredentials()))
 	}
 	s.grpc = grpc.NewServer(gopts...)
-	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
+	pb.RegisterKVServer(s.grpc, &kvServer{kv: s, auth: s.auth, hdr: s.header()})
 	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
 	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
-	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{s: s})
-	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
-	pb.RegisterAuthServer(s.grpc, &authServer{s: s})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{node: s.node, db: s.db, store: s.store, auth: s.auth, hdr: s.header()})
+	pb.RegisterClusterServer(s.grpc, &clusterServer{node: s.node, hdr: s.header()})
+	pb.RegisterAuthServer(s.grpc, &authServer{raft: s, auth: s.auth, hdr: s.header()})
 
 	gateway, closeGateway, err := s.gateway()
 	if err != nil {

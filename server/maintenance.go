@@ -10,30 +10,40 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
+	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc"
 )
 
 // maintenanceServer is etcd's Maintenance service: Status and Alarm, what
 // `etcdctl endpoint status` and `endpoint health` call, Defragment,
 // Snapshot, HashKV and MoveLeader. Hash and Downgrade answer
 // codes.Unimplemented.
+//
+// It holds only what it uses: the member's node (status, leadership), its
+// engine and store (sizes, defragmentation, backups, hashes), auth and
+// the header.
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
-	s *Server
+	node  cluster.Node
+	db    *engine.DB
+	store *mvcc.Store
+	auth  *auth.Store
+	hdr   memberHeader
 }
 
 // Status reports the member: etcd API version, database size on disk and
 // in use (dbSizes), leader, raft index and term. etcdctl shows "is leader" when leader
 // equals the header's member_id.
 func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
-	if err := m.s.auth.RequireUser(ctx); err != nil {
+	if err := m.auth.RequireUser(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	s := m.s
-	st := s.node.Status()
-	size, inUse := s.dbSizes()
+	st := m.node.Status()
+	size, inUse := dbSizes(m.db)
 	return &pb.StatusResponse{
-		Header:           s.fill(nil),
+		Header:           m.hdr.fill(nil),
 		Version:          version.Version,
 		DbSize:           size,
 		DbSizeInUse:      inUse,
@@ -51,9 +61,9 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 // The WAL files Pebble keeps for reuse are left out of the size: they
 // hold no data, and counting them made a new, nearly empty database
 // report as much as its memtables hold (several MB per recycled file).
-func (s *Server) dbSizes() (size, inUse int64) {
+func dbSizes(db *engine.DB) (size, inUse int64) {
 	size, inUse = 1, 1
-	if em, err := s.db.Metrics(); err == nil && em.DiskUsageBytes > em.WAL.RecycledBytes {
+	if em, err := db.Metrics(); err == nil && em.DiskUsageBytes > em.WAL.RecycledBytes {
 		size, inUse = int64(em.DiskUsageBytes-em.WAL.RecycledBytes), int64(em.WAL.LiveBytes)
 		for _, l := range em.Levels {
 			inUse += l.Bytes
@@ -71,13 +81,13 @@ func (s *Server) dbSizes() (size, inUse int64) {
 // not replicated); unlike etcd's, reads and writes go on meanwhile, since
 // CompactAll holds no global lock.
 func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	if err := m.s.auth.RequireAdmin(ctx); err != nil {
+	if err := m.auth.RequireAdmin(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	if err := m.s.db.CompactAll(); err != nil {
+	if err := m.db.CompactAll(); err != nil {
 		return nil, status.Errorf(codes.Internal, "etcdserver: defragment: %v", err)
 	}
-	return &pb.DefragmentResponse{Header: m.s.fill(nil)}, nil
+	return &pb.DefragmentResponse{Header: m.hdr.fill(nil)}, nil
 }
 
 // snapshotChunkBytes is the size of Snapshot's messages, etcd's.
@@ -89,18 +99,18 @@ const snapshotChunkBytes = 32 << 10
 // restore FILE` checks it and loads it into a new database. Reads and
 // writes go on meanwhile.
 func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenance_SnapshotServer) error {
-	if err := m.s.auth.RequireAdmin(stream.Context()); err != nil {
+	if err := m.auth.RequireAdmin(stream.Context()); err != nil {
 		return toGRPC(err)
 	}
 	pr, pw := io.Pipe()
 	defer pr.Close() // a client gone away ends the writer too
-	go func() { pw.CloseWithError(m.s.store.WriteBackup(pw)) }()
+	go func() { pw.CloseWithError(m.store.WriteBackup(pw)) }()
 	buf := make([]byte, snapshotChunkBytes)
 	first := true
 	for {
 		n, err := io.ReadFull(pr, buf)
 		if n > 0 {
-			resp := &pb.SnapshotResponse{Header: m.s.fill(nil), Blob: buf[:n]}
+			resp := &pb.SnapshotResponse{Header: m.hdr.fill(nil), Blob: buf[:n]}
 			if first {
 				resp.Version, first = version.Version, false
 			}
@@ -122,62 +132,55 @@ func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenanc
 // across members. Strata's hash covers its own record encoding, so it is
 // comparable between Strata members, not with etcd's.
 func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	if err := m.s.auth.RequireAdmin(ctx); err != nil {
+	if err := m.auth.RequireAdmin(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	h, rev, compacted, err := m.s.store.HashKV(r.Revision)
+	h, rev, compacted, err := m.store.HashKV(r.Revision)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.HashKVResponse{Header: m.s.fill(nil), Hash: h, HashRevision: rev, CompactRevision: compacted}, nil
+	return &pb.HashKVResponse{Header: m.hdr.fill(nil), Hash: h, HashRevision: rev, CompactRevision: compacted}, nil
 }
 
 // MoveLeader hands the leadership to another member (`etcdctl
-// move-leader`), when asked of the leader; see cluster.LeaderMover. It
+// move-leader`), when asked of the leader; see cluster.Node. It
 // waits up to the request timeout for the transferee to lead.
 func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	if err := m.s.auth.RequireAdmin(ctx); err != nil {
+	if err := m.auth.RequireAdmin(ctx); err != nil {
 		return nil, toGRPC(err)
-	}
-	mv, ok := m.s.node.(cluster.LeaderMover)
-	if !ok {
-		// A single member leads already: as etcd's single member, it
-		// accepts a move to itself, and refuses any other transferee.
-		if r.TargetID != m.s.node.Status().MemberID {
-			return nil, toGRPC(cluster.ErrBadLeaderTransferee)
-		}
-		return &pb.MoveLeaderResponse{Header: m.s.fill(nil)}, nil
 	}
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
-	if err := mv.MoveLeader(ctx, r.TargetID); err != nil {
+	if err := m.node.MoveLeader(ctx, r.TargetID); err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.MoveLeaderResponse{Header: m.s.fill(nil)}, nil
+	return &pb.MoveLeaderResponse{Header: m.hdr.fill(nil)}, nil
 }
 
 // Alarm answers that no alarm is raised: Strata raises none (no space
 // quota, no corruption check). Activating or deactivating one is a no-op.
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	check := m.s.auth.RequireAdmin
+	check := m.auth.RequireAdmin
 	if r.Action == pb.AlarmRequest_GET {
-		check = m.s.auth.RequireUser
+		check = m.auth.RequireUser
 	}
 	if err := check(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.AlarmResponse{Header: m.s.fill(nil)}, nil
+	return &pb.AlarmResponse{Header: m.hdr.fill(nil)}, nil
 }
 
-// clusterServer is etcd's Cluster service over the Node's membership.
+// clusterServer is etcd's Cluster service over the Node's membership: it
+// holds the node and the header.
 type clusterServer struct {
 	pb.UnimplementedClusterServer
-	s *Server
+	node cluster.Node
+	hdr  memberHeader
 }
 
-func toPBMembers(s *Server) []*pb.Member {
+func toPBMembers(node cluster.Node) []*pb.Member {
 	var out []*pb.Member
-	for _, m := range s.node.Members() {
+	for _, m := range node.Members() {
 		out = append(out, &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 	}
 	return out
@@ -185,42 +188,42 @@ func toPBMembers(s *Server) []*pb.Member {
 
 func (c *clusterServer) MemberList(ctx context.Context, r *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	if r.Linearizable {
-		if err := c.s.readBarrier(ctx); err != nil {
+		if err := awaitReadable(ctx, c.node); err != nil {
 			return nil, toGRPC(err)
 		}
 	}
-	return &pb.MemberListResponse{Header: c.s.fill(nil), Members: toPBMembers(c.s)}, nil
+	return &pb.MemberListResponse{Header: c.hdr.fill(nil), Members: toPBMembers(c.node)}, nil
 }
 
 func (c *clusterServer) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
-	m, err := c.s.node.AddMember(ctx, r.PeerURLs, r.IsLearner)
+	m, err := c.node.AddMember(ctx, r.PeerURLs, r.IsLearner)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.MemberAddResponse{Header: c.s.fill(nil),
+	return &pb.MemberAddResponse{Header: c.hdr.fill(nil),
 		Member:  &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner},
-		Members: toPBMembers(c.s)}, nil
+		Members: toPBMembers(c.node)}, nil
 }
 
 // MemberPromote makes a learner that has caught up a voting member.
 func (c *clusterServer) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
-	if err := c.s.node.PromoteMember(ctx, r.ID); err != nil {
+	if err := c.node.PromoteMember(ctx, r.ID); err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.MemberPromoteResponse{Header: c.s.fill(nil), Members: toPBMembers(c.s)}, nil
+	return &pb.MemberPromoteResponse{Header: c.hdr.fill(nil), Members: toPBMembers(c.node)}, nil
 }
 
 // MemberUpdate replaces a member's peer URLs.
 func (c *clusterServer) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	if err := c.s.node.UpdateMember(ctx, r.ID, r.PeerURLs); err != nil {
+	if err := c.node.UpdateMember(ctx, r.ID, r.PeerURLs); err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.MemberUpdateResponse{Header: c.s.fill(nil), Members: toPBMembers(c.s)}, nil
+	return &pb.MemberUpdateResponse{Header: c.hdr.fill(nil), Members: toPBMembers(c.node)}, nil
 }
 
 func (c *clusterServer) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	if err := c.s.node.RemoveMember(ctx, r.ID); err != nil {
+	if err := c.node.RemoveMember(ctx, r.ID); err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.MemberRemoveResponse{Header: c.s.fill(nil), Members: toPBMembers(c.s)}, nil
+	return &pb.MemberRemoveResponse{Header: c.hdr.fill(nil), Members: toPBMembers(c.node)}, nil
 }

@@ -152,7 +152,7 @@ func (c dbSizeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c dbSizeCollector) Collect(ch chan<- prometheus.Metric) {
-	size, inUse := c.s.dbSizes()
+	size, inUse := dbSizes(c.s.db)
 	ch <- prometheus.MustNewConstMetric(dbSizeDesc, prometheus.GaugeValue, float64(size))
 	ch <- prometheus.MustNewConstMetric(dbInUseDesc, prometheus.GaugeValue, float64(inUse))
 	du, err := vfs.Default.GetDiskUsage(c.s.cfg.DBPath)

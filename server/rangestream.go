@@ -24,11 +24,11 @@ func (k *kvServer) RangeStream(r *pb.RangeRequest, rs pb.KV_RangeStreamServer) e
 		return err
 	}
 	ctx := rs.Context()
-	err := k.s.auth.Serve(ctx, func(ai *auth.Info) error { return k.s.auth.CheckRange(ai, r.Key, r.RangeEnd) },
+	err := k.auth.Serve(ctx, func(ai *auth.Info) error { return k.auth.CheckRange(ai, r.Key, r.RangeEnd) },
 		func() error {
-			return k.s.rangeStream(ctx, r, func(resp *pb.RangeResponse) error {
+			return k.kv.rangeStream(ctx, r, func(resp *pb.RangeResponse) error {
 				if resp.Header != nil {
-					k.s.fill(resp.Header)
+					k.hdr.fill(resp.Header)
 				}
 				return rs.Send(&pb.RangeStreamResponse{RangeResponse: resp})
 			})

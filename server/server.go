@@ -77,7 +77,9 @@ type Server struct {
 	streams       context.Context
 	cancelStreams context.CancelFunc
 
-	reqID     atomic.Uint64
+	// leaseIDs chooses the IDs of leases granted without one, before
+	// proposing, so every member applies the same (etcd's idutil).
+	leaseIDs  atomic.Uint64
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -98,7 +100,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if cfg.Cluster.Enabled() {
 		// The raft log, fsynced on a majority before an entry applies, is
 		// the durable record; the store syncs before the log is truncated
-		// (applier.SyncState). See docs/cluster.md.
+		// (applier.Sync). See docs/cluster.md.
 		engineCfg = cfg.Clone()
 		engineCfg.Sync = false
 	}
@@ -153,7 +155,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	// etcd's idutil: the member ID's low 16 bits, the start time in ms,
 	// then a counter, so IDs stay unique across restarts.
-	s.reqID.Store(s.ids.MemberID&0xffff<<48 | uint64(time.Now().UnixMilli())&(1<<40-1)<<8)
+	s.leaseIDs.Store(s.ids.MemberID&0xffff<<48 | uint64(time.Now().UnixMilli())&(1<<40-1)<<8)
 	s.streams, s.cancelStreams = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.lease = newLessor(s)
@@ -223,10 +225,14 @@ func (s *Server) setServeErr(err error) {
 var requestTimeout = 7 * time.Second
 
 // readBarrier waits until a linearizable read may be served here.
-func (s *Server) readBarrier(ctx context.Context) error {
+func (s *Server) readBarrier(ctx context.Context) error { return awaitReadable(ctx, s.node) }
+
+// awaitReadable waits, at most the request timeout, until node has
+// applied every write committed before the call.
+func awaitReadable(ctx context.Context, node cluster.Node) error {
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
-	return s.node.ReadBarrier(ctx)
+	return node.ReadBarrier(ctx)
 }
 
 // propose sends a write through the apply path and returns its etcd
@@ -234,7 +240,8 @@ func (s *Server) readBarrier(ctx context.Context) error {
 func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.Message, error) {
 	ctx, cancel := withRequestTimeout(ctx)
 	defer cancel()
-	r.Header = &pb.RequestHeader{ID: s.reqID.Add(1)}
+	// The command carries no request ID of its own: the Node tags the
+	// proposal with the one ID its proposer waits on.
 	if err := s.auth.SetUser(ctx, r); err != nil {
 		return nil, err
 	}
@@ -256,15 +263,29 @@ func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.
 	return ar.resp, ar.err
 }
 
-// fill completes a response header with the member's identity.
-func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
+// memberHeader completes response headers with the member's identity
+// (etcd's v3rpc header): every service holds one.
+type memberHeader struct {
+	node  interface{ Status() cluster.Status }
+	store interface{ Rev() int64 }
+}
+
+// fill completes h with the member's identity; a nil h is a header at
+// the store's current revision.
+func (m memberHeader) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
 	if h == nil {
-		h = &pb.ResponseHeader{Revision: s.store.Rev()}
+		h = &pb.ResponseHeader{Revision: m.store.Rev()}
 	}
-	st := s.node.Status()
+	st := m.node.Status()
 	h.ClusterId, h.MemberId, h.RaftTerm = st.ClusterID, st.MemberID, st.Term
 	return h
 }
+
+// header returns the services' memberHeader.
+func (s *Server) header() memberHeader { return memberHeader{node: s.node, store: s.store} }
+
+// fill is memberHeader.fill.
+func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader { return s.header().fill(h) }
 
 // deriveIDs hashes the absolute db_path into stable, non-zero IDs.
 func deriveIDs(dbPath string) IDs {
