@@ -44,7 +44,10 @@
 //     OpResponse.Txn is its result.
 //   - Compact: Store.Compact(rev). The first compaction may be at 0, even
 //     on an empty store, as in etcd.
-//   - Watch: Store.Watch(ctx, key, end, fromRev, WithPrevKV()). fromRev may
+//   - Watch: Store.Watch(ctx, key, end, fromRev, WithPrevKV()) for one
+//     watcher with its channel; Store.NewWatchStream for many watchers
+//     sharing one consumer (the server's gRPC streams: no goroutine per
+//     watcher; a write finds its watchers through an index). fromRev may
 //     be the compacted revision itself; below it Watch returns
 //     ErrCompacted, and the server answers etcd's created-then-canceled
 //     response with compact_revision = Store.CompactRev().

@@ -139,8 +139,11 @@ func (s *Store) grantLease(index uint64, id, ttl int64) error {
 	s.leases.byID[id] = &leaseState{ttl: ttl, keys: map[string]struct{}{}}
 	s.leaseMu.Unlock()
 	t.leasePuts = append(t.leasePuts, [2]int64{id, ttl})
-	_, err = t.finish(TxnResponse{})
-	return err
+	if _, err = t.finish(TxnResponse{}); err != nil {
+		return err
+	}
+	s.leaseChanged(LeaseChange{ID: id, TTL: ttl})
+	return nil
 }
 
 // RevokeLease deletes lease id and every key attached to it, all in one
@@ -178,7 +181,63 @@ func (s *Store) revokeLease(index uint64, id int64) (int64, error) {
 	s.leaseMu.Unlock()
 	t.leaseDels = append(t.leaseDels, id)
 	resp, err := t.finish(TxnResponse{})
+	if err == nil {
+		s.leaseChanged(LeaseChange{ID: id, Revoked: true})
+	}
 	return resp.Rev, err
+}
+
+// LeaseChange is a change to the set of leases, told to the function
+// set with OnLeaseChange: a lease granted (ID, TTL), a lease revoked (ID,
+// Revoked), or, with ID 0, the whole set replaced by a snapshot (list it
+// again with LeaseTTLs).
+type LeaseChange struct {
+	ID, TTL int64
+	Revoked bool
+}
+
+// OnLeaseChange sets fn to be told of each lease granted or revoked, once
+// the write is durable, and of the leases replaced by a snapshot, so a
+// server can keep its clock of expiries without listing the leases (etcd's
+// lessor learns them the same way, as it applies them). fn runs on the
+// writer's goroutine (for a snapshot, while writes still wait); it must
+// not block nor call the store's write methods. nil removes it.
+func (s *Store) OnLeaseChange(fn func(LeaseChange)) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	s.leaseHook = fn
+}
+
+func (s *Store) leaseChanged(c LeaseChange) {
+	s.leaseMu.Lock()
+	fn := s.leaseHook
+	s.leaseMu.Unlock()
+	if fn != nil {
+		fn(c)
+	}
+}
+
+// LeaseTTL returns the TTL lease id was granted with, false if it does
+// not exist. Unlike Lease it does not copy the lease's keys.
+func (s *Store) LeaseTTL(id int64) (ttl int64, ok bool) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	l := s.leases.byID[id]
+	if l == nil {
+		return 0, false
+	}
+	return l.ttl, true
+}
+
+// LeaseTTLs returns every lease's TTL by ID, without their keys.
+func (s *Store) LeaseTTLs() map[int64]int64 {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	out := make(map[int64]int64, len(s.leases.byID))
+	for id, l := range s.leases.byID {
+		out[id] = l.ttl
+	}
+	return out
 }
 
 // Leases returns every lease with its keys, in ID order. It reflects the

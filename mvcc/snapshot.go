@@ -104,18 +104,9 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 	s.mu.Unlock()
 	s.watchMu.Lock()
 	s.notified = s.rev
-	for w := range s.watchers {
-		if len(w.pending) > 0 {
-			w.next = w.pending[0].ev.KV.ModRevision
-		}
-		w.pending = nil
-		w.synced = false
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
+	s.rewindWatchersLocked()
 	s.watchMu.Unlock()
+	s.leaseChanged(LeaseChange{})
 	return nil
 }
 

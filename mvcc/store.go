@@ -118,6 +118,8 @@ type Store struct {
 	// written under writeMu and leaseMu, read under either.
 	leaseMu sync.Mutex
 	leases  leaseSet
+	// leaseHook is told of lease changes (OnLeaseChange); under leaseMu.
+	leaseHook func(LeaseChange)
 
 	// failed, once set, is returned by every write: an engine commit or
 	// WAL sync failed, and whether it reached storage is unknown, so the
@@ -152,11 +154,15 @@ type Store struct {
 	compactMu sync.Mutex
 	leftover  *compactJob
 
+	// watchMu guards the watchers (see watch.go): synced indexes those
+	// that take live events by key, watchers holds them all.
 	watchMu  sync.Mutex
-	watchers map[*Watcher]struct{}
+	synced   watchGroup
+	watchers watcherSet
 	// notified is the last revision handed to watchers.
 	notified int64
-	wg       sync.WaitGroup
+	// wg counts the goroutines of Store.Watch's watchers.
+	wg sync.WaitGroup
 
 	closed atomic.Bool
 	// rebuild is how long Open took to rebuild the index.
@@ -180,7 +186,7 @@ func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
 		return nil, err
 	}
 	opts.ensureDefaults()
-	s := &Store{db: db, opts: opts, ix: keyindex.New(), watchers: map[*Watcher]struct{}{}, leases: newLeaseSet()}
+	s := &Store{db: db, opts: opts, ix: keyindex.New(), synced: newWatchGroup(), watchers: watcherSet{}, leases: newLeaseSet()}
 	start := time.Now()
 	if err := upgradeLayout(db); err != nil {
 		return nil, err
@@ -388,11 +394,7 @@ func (s *Store) Close() error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.drainLocked()
-	s.watchMu.Lock()
-	for w := range s.watchers {
-		w.stopLocked(ErrClosed)
-	}
-	s.watchMu.Unlock()
+	s.stopWatchers()
 	s.wg.Wait()
 	return nil
 }

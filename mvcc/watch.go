@@ -15,42 +15,94 @@ type WatchOption func(*Watcher)
 // WithPrevKV fills Event.PrevKV, at the cost of one storage read per event.
 func WithPrevKV() WatchOption { return func(w *Watcher) { w.prevKV = true } }
 
-// Watcher delivers the changes to a key or range in revision order. Read
-// batches of events from C; a batch never splits the events of one
-// revision. C is closed when the watcher stops; Err then tells why.
+// WatchStream carries the events of any number of watchers to one
+// consumer, as etcd's WatchStream does for a gRPC stream: writers hand
+// each revision's events to the watchers of its keys (found through an
+// index, see watchGroup) and wake the stream; the consumer, one goroutine,
+// takes them with Next. No goroutine runs per watcher.
 //
-// A watcher never holds up writers. Live events wait in a buffer of
-// Options.WatchBufferSize events; a reader that lets it overflow is not
+//	ws := store.NewWatchStream()
+//	w, err := ws.Watch(key, end, fromRev)
+//	for {
+//		b, ok := ws.Next()
+//		if !ok {
+//			<-ws.Ready() // or the consumer's own stop signal
+//			continue
+//		}
+//		// b.Watcher, b.Events (whole revisions, in order), b.Err (it stopped)
+//	}
+//
+// A watcher never holds up writers. Live events wait in its buffer of
+// Options.WatchBufferSize events; a consumer that lets it overflow is not
 // dropped: the buffer is discarded and the watcher reads the same events
-// back from storage, catching up as it did from its start revision. It
-// stops with ErrCompacted only if compaction drops events it has not yet
-// delivered.
+// back from storage (in Next, on the consumer's goroutine), as it does
+// from a past start revision. It stops with ErrCompacted only if
+// compaction drops events it has not yet delivered.
+type WatchStream struct {
+	s *Store
+	// ready holds a signal when a watcher was queued since the last Next.
+	ready chan struct{}
+
+	// Guarded by s.watchMu:
+	// queue holds the watchers with something for Next (events, history
+	// to read, an error to report), each once, in the order they got it.
+	queue    []*Watcher
+	watchers watcherSet
+	// last is the watcher of the batch Next returned last: it counts as
+	// handed over (Progress) from the next call of Next.
+	last *Watcher
+}
+
+// WatchBatch is what Next hands over: events of one watcher, whole
+// revisions in revision order, or the error that stopped it.
+type WatchBatch struct {
+	Watcher *Watcher
+	Events  []Event
+	// Err is set when the store stopped the watcher (ErrCompacted,
+	// ErrClosed); no batch of it follows. A watcher stopped with Close
+	// reports nothing.
+	Err error
+}
+
+// Watcher is one watch of a key or range (see WatchStream). Store.Watch
+// makes one with its own channel C; those of a WatchStream deliver through
+// Next, and C is nil.
 type Watcher struct {
-	// C delivers the events.
+	// C delivers the events of a watcher made by Store.Watch. A batch
+	// never splits the events of one revision. C is closed when the
+	// watcher stops; Err then tells why.
 	C <-chan []Event
 
 	s      *Store
+	ws     *WatchStream
 	r      keyRange
 	prevKV bool
+
+	// c and cancel belong to Store.Watch's pump.
 	c      chan []Event
-	ctx    context.Context
 	cancel context.CancelFunc
-	wake   chan struct{}
 
 	// Guarded by s.watchMu:
-	// synced: live events are appended to pending; otherwise the watcher
-	// reads from storage, starting at next.
+	// synced: the watcher is in s.synced and live events are appended to
+	// pending; otherwise Next reads its events from storage from next on.
 	synced bool
-	// next is the first revision not yet in pending or delivered.
+	// next is the first revision whose events are not yet in pending
+	// or handed over (a synced watcher is not given revisions below it).
 	next int64
 	// start is the revision the watch was asked to start from, 0 for
 	// "now": progress waits for the store to reach it.
 	start   int64
 	pending []wevent
-	// inflight is set while run hands a batch taken from pending to C.
-	inflight bool
-	err      error
-	stopped  bool
+	// queued: the watcher is in ws.queue. held: Next handed over a
+	// batch of it (or is reading its history) and the consumer has not
+	// yet come back for the next one.
+	queued, held bool
+	// notifiedAt is the revision notify last appended to pending.
+	notifiedAt int64
+	err        error
+	stopped    bool
+	// report: the consumer is still to be told err (through Next).
+	report bool
 	// overflows counts the buffer overflows (for tests).
 	overflows int
 }
@@ -62,19 +114,26 @@ type wevent struct {
 	hasPrev bool
 }
 
-// Watch returns a Watcher of key (end nil), of [key, end), or of every key
-// from key on (end "\x00"); an end at or before key is ErrEmptyWatchRange. It delivers every event from revision fromRev
-// on: those already in the past are read from storage, then live ones.
+// NewWatchStream returns an empty stream.
+func (s *Store) NewWatchStream() *WatchStream {
+	return &WatchStream{s: s, ready: make(chan struct{}, 1), watchers: watcherSet{}}
+}
+
+// Ready is signalled (capacity 1) when Next may have something: wait on
+// it after Next returned false.
+func (ws *WatchStream) Ready() <-chan struct{} { return ws.ready }
+
+// Watch adds a watcher of key (end nil), of [key, end), or of every key
+// from key on (end "\x00"); an end at or before key is
+// ErrEmptyWatchRange. It delivers every event from revision fromRev on:
+// those already in the past are read from storage, then live ones.
 // fromRev 0 means the next revision; a negative one is ErrCompacted, as
-// etcd's store treats it. As in etcd, fromRev may be the
-// compacted revision itself (its events, deletions included, are kept);
-// below it Watch fails with ErrCompacted (see CompactRev for etcd's
+// etcd's store treats it. As in etcd, fromRev may be the compacted
+// revision itself (its events, deletions included, are kept); below it
+// Watch fails with ErrCompacted (see CompactRev for etcd's
 // compact_revision).
-//
-// The watcher stops when ctx is done (Err: ctx.Err()), on Close (Err:
-// context.Canceled), when the store closes (ErrClosed) or when compaction
-// overtakes it (ErrCompacted).
-func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts ...WatchOption) (*Watcher, error) {
+func (ws *WatchStream) Watch(key, end []byte, fromRev int64, opts ...WatchOption) (*Watcher, error) {
+	s := ws.s
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -87,10 +146,13 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 	}
 	r.key = bytes.Clone(r.key)
 	r.end = bytes.Clone(r.end)
-	w := &Watcher{s: s, r: r, c: make(chan []Event), wake: make(chan struct{}, 1)}
-	w.C = w.c
+	w := &Watcher{s: s, ws: ws, r: r}
 	for _, o := range opts {
 		o(w)
+	}
+	if fromRev < 0 {
+		// etcd's store takes it as a revision below any compaction.
+		return nil, fmt.Errorf("%w: watch from %d", ErrCompacted, fromRev)
 	}
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
@@ -100,10 +162,6 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 	s.mu.RLock()
 	compacted := s.compactRev
 	s.mu.RUnlock()
-	if fromRev < 0 {
-		// etcd's store takes it as a revision below any compaction.
-		return nil, fmt.Errorf("%w: watch from %d", ErrCompacted, fromRev)
-	}
 	w.start = fromRev
 	if fromRev == 0 {
 		fromRev = s.notified + 1
@@ -112,37 +170,202 @@ func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts 
 		return nil, fmt.Errorf("%w: watch from %d, compacted at %d", ErrCompacted, fromRev, compacted)
 	}
 	w.next = fromRev
-	w.synced = fromRev > s.notified
-	w.ctx, w.cancel = context.WithCancel(ctx)
 	s.watchers[w] = struct{}{}
-	s.wg.Add(1)
-	go w.run()
+	ws.watchers[w] = struct{}{}
+	if fromRev > s.notified {
+		w.synced = true
+		s.synced.add(w)
+	} else {
+		ws.enqueueLocked(w)
+	}
 	return w, nil
 }
 
-// Close stops the watcher.
-func (w *Watcher) Close() { w.cancel() }
+// enqueueLocked queues w for Next and wakes the consumer; the caller
+// holds s.watchMu.
+func (ws *WatchStream) enqueueLocked(w *Watcher) {
+	if w.queued {
+		return
+	}
+	w.queued = true
+	ws.queue = append(ws.queue, w)
+	select {
+	case ws.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the next batch of the stream's watchers, false if none has
+// anything now (wait on Ready). Call it from one goroutine at a time: the
+// batch it returned before counts as handed over once it is called again
+// (see Watcher.Progress). A watcher behind the store reads its events from
+// storage here, up to historyBatch events at a time, taking turns with the
+// others.
+func (ws *WatchStream) Next() (WatchBatch, bool) {
+	s := ws.s
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if ws.last != nil {
+		ws.last.held = false
+		ws.last = nil
+	}
+	for len(ws.queue) > 0 {
+		w := ws.queue[0]
+		ws.queue[0] = nil
+		ws.queue = ws.queue[1:]
+		w.queued = false
+		if w.stopped {
+			if b, ok := w.reportLocked(); ok {
+				return b, true
+			}
+			continue
+		}
+		if w.synced {
+			if len(w.pending) == 0 {
+				continue
+			}
+			evs := w.pending
+			w.pending = nil
+			w.held, ws.last = true, w
+			s.watchMu.Unlock()
+			out := w.events(evs)
+			s.watchMu.Lock()
+			return WatchBatch{Watcher: w, Events: out}, true
+		}
+		next := w.next
+		w.held = true // its events are out of storage and not yet handed over
+		s.watchMu.Unlock()
+		evs, upTo, err := s.history(w, next)
+		var out []Event
+		if err == nil {
+			out = w.events(evs)
+		}
+		s.watchMu.Lock()
+		w.held = false
+		if w.stopped {
+			if b, ok := w.reportLocked(); ok {
+				return b, true
+			}
+			continue
+		}
+		if err != nil {
+			w.stopLocked(err, false)
+			return WatchBatch{Watcher: w, Err: err}, true
+		}
+		w.next = upTo + 1
+		if s.notified <= upTo {
+			w.synced = true
+			s.synced.add(w)
+		} else {
+			ws.enqueueLocked(w)
+		}
+		if len(out) == 0 {
+			continue
+		}
+		w.held, ws.last = true, w
+		return WatchBatch{Watcher: w, Events: out}, true
+	}
+	return WatchBatch{}, false
+}
+
+// reportLocked returns the batch that tells the consumer why w stopped,
+// false if there is none to tell; the caller holds s.watchMu.
+func (w *Watcher) reportLocked() (WatchBatch, bool) {
+	if !w.report {
+		return WatchBatch{}, false
+	}
+	w.report = false
+	return WatchBatch{Watcher: w, Err: w.err}, true
+}
+
+// Close stops every watcher of the stream.
+func (ws *WatchStream) Close() {
+	ws.s.watchMu.Lock()
+	defer ws.s.watchMu.Unlock()
+	for w := range ws.watchers {
+		w.stopLocked(context.Canceled, false)
+	}
+}
+
+// Watch returns a Watcher with its own channel C (a WatchStream of one
+// and a goroutine that feeds C; a server with many watchers uses
+// WatchStream itself). See WatchStream.Watch for the arguments.
+//
+// The watcher stops when ctx is done (Err: ctx.Err()), on Close (Err:
+// context.Canceled), when the store closes (ErrClosed) or when compaction
+// overtakes it (ErrCompacted).
+func (s *Store) Watch(ctx context.Context, key, end []byte, fromRev int64, opts ...WatchOption) (*Watcher, error) {
+	ws := s.NewWatchStream()
+	w, err := ws.Watch(key, end, fromRev, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w.c = make(chan []Event)
+	w.C = w.c
+	s.watchMu.Lock()
+	w.cancel = cancel
+	s.wg.Add(1)
+	s.watchMu.Unlock()
+	go w.pump(ctx)
+	return w, nil
+}
+
+// pump feeds C from the watcher's stream until it stops.
+func (w *Watcher) pump(ctx context.Context) {
+	defer w.s.wg.Done()
+	defer close(w.c)
+	for {
+		b, ok := w.ws.Next()
+		if !ok {
+			select {
+			case <-w.ws.ready:
+				continue
+			case <-ctx.Done():
+				w.stop(ctx.Err())
+				return
+			}
+		}
+		if b.Err != nil {
+			return
+		}
+		select {
+		case w.c <- b.Events:
+		case <-ctx.Done():
+			w.stop(ctx.Err())
+			return
+		}
+	}
+}
+
+// Close stops the watcher; Err becomes context.Canceled. A watcher of a
+// WatchStream reports nothing more through Next.
+func (w *Watcher) Close() { w.stop(context.Canceled) }
 
 // Progress returns the revision up to which the watcher has handed every
-// event of its range to C, with ok false while it still has events to
+// event of its range over, with ok false while it still has events to
 // hand over (reading history, a batch pending or on its way). It is what
-// etcd's progress notifications report: a client that got every batch
-// from C so far has seen all changes to its range up to rev, even when
-// none of the latest revisions touched the range. Call it from the
-// goroutine that reads C, between two reads, so that no batch is held
-// outside the watcher.
+// etcd's progress notifications report: a client that got every batch so
+// far has seen all changes to its range up to rev, even when none of the
+// latest revisions touched the range. Call it from the stream's consumer
+// between two batches (for Store.Watch: from the goroutine that reads C,
+// between two reads), so that no batch is held outside the watcher.
 //
 // A watcher started at a revision the store has not reached has nothing
-// to report until the store reaches it (ok false), as in etcd: its next-1
-// would claim revisions the store does not have, and below the events a
-// client resuming there already received (a member restarted behind it).
+// to report until the store reaches it (ok false), as in etcd: it would
+// claim revisions the store does not have, and below the events a client
+// resuming there already received (a member restarted behind it). Nor
+// does it report below the events it delivered.
 func (w *Watcher) Progress() (rev int64, ok bool) {
-	w.s.watchMu.Lock()
-	defer w.s.watchMu.Unlock()
-	if !w.synced || w.stopped || len(w.pending) > 0 || w.inflight || w.s.notified < w.start {
+	s := w.s
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if !w.synced || w.stopped || len(w.pending) > 0 || w.held || s.notified < w.start {
 		return 0, false
 	}
-	return w.next - 1, true
+	// A synced watcher has been given every event up to notified; after
+	// catching up from storage, next-1 may be past it (and reached).
+	return max(s.notified, w.next-1), true
 }
 
 // Err returns why the watcher stopped, nil while it runs.
@@ -152,38 +375,48 @@ func (w *Watcher) Err() error {
 	return w.err
 }
 
-// stopLocked ends the watcher with err; the caller holds s.watchMu.
-func (w *Watcher) stopLocked(err error) {
+// stopLocked ends the watcher with err; with report, Next hands err to
+// the consumer. The caller holds s.watchMu.
+func (w *Watcher) stopLocked(err error, report bool) {
 	if w.stopped {
 		return
 	}
 	w.stopped, w.err = true, err
 	w.pending = nil
+	if w.synced {
+		w.s.synced.remove(w)
+		w.synced = false
+	}
 	delete(w.s.watchers, w)
-	w.cancel()
+	delete(w.ws.watchers, w)
+	if w.cancel != nil {
+		w.cancel()
+	}
+	if report {
+		w.report = true
+		w.ws.enqueueLocked(w)
+	}
 }
 
 func (w *Watcher) stop(err error) {
 	w.s.watchMu.Lock()
-	w.stopLocked(err)
+	w.stopLocked(err, false)
 	w.s.watchMu.Unlock()
 }
 
-// notify hands the writes of revision rev to the synced watchers. The
-// caller holds pubMu and publishes in order, so revisions arrive in order.
+// notify hands the writes of revision rev to the synced watchers of their
+// keys, found through s.synced. The caller holds pubMu and publishes in
+// order, so revisions arrive in order.
 func (s *Store) notify(rev int64, writes []write) {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
 	s.notified = rev
 	var events []wevent // built on the first match; shared by watchers
-	for w := range s.watchers {
-		if !w.synced || rev < w.next {
-			continue
-		}
-		n := len(w.pending)
-		for i := range writes {
-			if !w.r.contains(writes[i].key) {
-				continue
+	var touched []*Watcher
+	for i := range writes {
+		s.synced.each(writes[i].key, func(w *Watcher) {
+			if rev < w.next {
+				return // it starts at a later revision
 			}
 			if events == nil {
 				events = make([]wevent, len(writes))
@@ -192,23 +425,51 @@ func (s *Store) notify(rev int64, writes []write) {
 				}
 			}
 			w.pending = append(w.pending, events[i])
-		}
+			if w.notifiedAt != rev {
+				w.notifiedAt = rev
+				touched = append(touched, w)
+			}
+		})
+	}
+	for _, w := range touched {
 		w.next = rev + 1
 		if len(w.pending) > s.opts.WatchBufferSize {
-			// The reader is slow: drop the buffer and read it back from
+			// The consumer is slow: drop the buffer and read it back from
 			// storage later.
 			w.next = w.pending[0].ev.KV.ModRevision
 			w.pending = nil
 			w.synced = false
+			s.synced.remove(w)
 			w.overflows++
 		}
-		if len(w.pending) > n || !w.synced {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
-		}
+		w.ws.enqueueLocked(w)
 	}
+}
+
+// rewindWatchersLocked makes every watcher read from storage again, from
+// its first event not handed over: the store's contents were replaced
+// (a snapshot) under notified. The caller holds s.watchMu.
+func (s *Store) rewindWatchersLocked() {
+	for w := range s.watchers {
+		if len(w.pending) > 0 {
+			w.next = w.pending[0].ev.KV.ModRevision
+		}
+		w.pending = nil
+		if w.synced {
+			s.synced.remove(w)
+			w.synced = false
+		}
+		w.ws.enqueueLocked(w)
+	}
+}
+
+// stopWatchers stops every watcher with ErrClosed (Store.Close).
+func (s *Store) stopWatchers() {
+	s.watchMu.Lock()
+	for w := range s.watchers {
+		w.stopLocked(ErrClosed, true)
+	}
+	s.watchMu.Unlock()
 }
 
 // event copies a write into an event (the write's slices are the caller's).
@@ -224,64 +485,9 @@ func (w *write) event() wevent {
 	return wevent{ev: Event{Type: t, KV: kv}, prev: w.prev, hasPrev: w.hasPrev}
 }
 
-func (w *Watcher) run() {
-	s := w.s
-	defer s.wg.Done()
-	defer close(w.c)
-	for {
-		s.watchMu.Lock()
-		if w.stopped {
-			s.watchMu.Unlock()
-			return
-		}
-		if !w.synced {
-			next := w.next
-			s.watchMu.Unlock()
-			evs, upTo, err := s.history(w, next)
-			if err != nil {
-				w.stop(err)
-				return
-			}
-			if !w.send(evs) {
-				return
-			}
-			s.watchMu.Lock()
-			w.next = upTo + 1
-			if s.notified <= upTo && !w.stopped {
-				w.synced = true
-			}
-			s.watchMu.Unlock()
-			continue
-		}
-		if len(w.pending) > 0 {
-			evs := w.pending
-			w.pending = nil
-			w.inflight = true
-			s.watchMu.Unlock()
-			ok := w.send(evs)
-			s.watchMu.Lock()
-			w.inflight = false
-			s.watchMu.Unlock()
-			if !ok {
-				return
-			}
-			continue
-		}
-		s.watchMu.Unlock()
-		select {
-		case <-w.wake:
-		case <-w.ctx.Done():
-			w.stop(w.ctx.Err())
-			return
-		}
-	}
-}
-
-// send delivers evs, filling PrevKV if asked; false if the watcher stopped.
-func (w *Watcher) send(wevs []wevent) bool {
-	if len(wevs) == 0 {
-		return true
-	}
+// events makes the batch handed over, filling PrevKV if asked (a storage
+// read each, outside the locks).
+func (w *Watcher) events(wevs []wevent) []Event {
 	evs := make([]Event, len(wevs))
 	for i := range wevs {
 		evs[i] = wevs[i].ev
@@ -289,13 +495,7 @@ func (w *Watcher) send(wevs []wevent) bool {
 			evs[i].PrevKV = w.s.prevKV(wevs[i].prev)
 		}
 	}
-	select {
-	case w.c <- evs:
-		return true
-	case <-w.ctx.Done():
-		w.stop(w.ctx.Err())
-		return false
-	}
+	return evs
 }
 
 // prevKV reads the version at r, nil if compaction dropped it.

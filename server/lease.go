@@ -24,19 +24,34 @@ const minLeaseTTL = 2
 // (etcd's lessor checks every 500 ms).
 const leaseCheckInterval = 500 * time.Millisecond
 
+// leaseRevokeRetry is how long the lessor waits before proposing the
+// revocation of an expired lease again (etcd's expiredLeaseRetryInterval).
+const leaseRevokeRetry = 3 * time.Second
+
 // lessor keeps the clock side of leases: when each one expires. The store
 // keeps which leases exist and their keys (deterministic state, applied
 // from the log); the lessor only decides when a lease has expired, and
 // only on the leader, which then revokes it through the log, as etcd's
 // lessor does. A member that becomes leader (or starts) gives every lease
 // a full TTL again.
+//
+// As in etcd, expiries wait in a heap (expiryQueue): a check pops the
+// leases due and touches nothing else, and the lessor learns of leases
+// granted and revoked as they are applied (mvcc's OnLeaseChange). It lists
+// the store's leases (IDs and TTLs, not their keys) only when this member
+// becomes leader or a snapshot replaced them.
 type lessor struct {
 	s *Server
 
-	// mu guards expiry: when each lease expires, kept only while this
-	// member leads (emptied otherwise, so a new leader starts afresh).
-	mu     sync.Mutex
-	expiry map[int64]time.Time
+	// mu guards the fields below. It is never held while calling into the
+	// store's write path.
+	mu sync.Mutex
+	// queue holds when each lease expires, kept only while this member
+	// leads (emptied otherwise, so a new leader starts afresh).
+	queue expiryQueue
+	// listed: queue has every lease of the store; false after a
+	// leadership change or a snapshot, until the next check lists them.
+	listed bool
 
 	stopped chan struct{}
 	done    chan struct{}
@@ -44,10 +59,13 @@ type lessor struct {
 }
 
 func newLessor(s *Server) *lessor {
-	return &lessor{s: s, expiry: map[int64]time.Time{}, stopped: make(chan struct{}), done: make(chan struct{})}
+	return &lessor{s: s, queue: newExpiryQueue(), stopped: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (l *lessor) start() { go l.run() }
+func (l *lessor) start() {
+	l.s.store.OnLeaseChange(l.changed)
+	go l.run()
+}
 
 func (l *lessor) stop() {
 	l.once.Do(func() {
@@ -57,6 +75,7 @@ func (l *lessor) stop() {
 	case <-l.done:
 	case <-time.After(ShutdownTimeout):
 	}
+	l.s.store.OnLeaseChange(nil)
 }
 
 func (l *lessor) run() {
@@ -68,9 +87,7 @@ func (l *lessor) run() {
 		case <-l.stopped:
 			return
 		case <-l.s.node.LeaderChanged():
-			l.mu.Lock()
-			l.expiry = map[int64]time.Time{} // re-armed at the next check
-			l.mu.Unlock()
+			l.reset() // re-armed at the next check
 		case <-t.C:
 			for _, id := range l.expired(time.Now()) {
 				ctx, cancel := context.WithTimeout(l.s.auth.WithRoot(context.Background()), 5*time.Second)
@@ -84,37 +101,64 @@ func (l *lessor) run() {
 	}
 }
 
-// expired returns the leases past their expiry, if this member leads;
-// leases it has not seen yet get a full TTL from now.
+// reset forgets every expiry.
+func (l *lessor) reset() {
+	l.mu.Lock()
+	l.queue, l.listed = newExpiryQueue(), false
+	l.mu.Unlock()
+}
+
+// changed follows the store's leases (mvcc.Store.OnLeaseChange).
+func (l *lessor) changed(c mvcc.LeaseChange) {
+	switch {
+	case c.ID == 0:
+		l.mu.Lock()
+		l.listed = false
+		l.mu.Unlock()
+	case c.Revoked:
+		l.forget(c.ID)
+	default:
+		l.granted(c.ID, c.TTL)
+	}
+}
+
+// expired returns the leases past their expiry, if this member leads.
+// Leases it has not seen yet get a full TTL from now. Each lease returned
+// is due again leaseRevokeRetry later, in case its revocation fails.
 func (l *lessor) expired(now time.Time) []int64 {
 	if !l.s.node.Status().IsLeader {
-		l.mu.Lock()
-		l.expiry = map[int64]time.Time{}
-		l.mu.Unlock()
+		l.reset()
 		return nil
 	}
-	leases := l.s.store.Leases()
+	l.mu.Lock()
+	listed := l.listed
+	l.mu.Unlock()
+	if !listed {
+		ttls := l.s.store.LeaseTTLs()
+		l.mu.Lock()
+		for id, ttl := range ttls {
+			if _, ok := l.queue.when(id); !ok {
+				l.queue.set(id, now.Add(time.Duration(ttl)*time.Second))
+			}
+		}
+		l.listed = true
+		l.mu.Unlock()
+	}
+	var out []int64
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []int64
-	live := make(map[int64]bool, len(leases))
-	for _, ls := range leases {
-		live[ls.ID] = true
-		exp, ok := l.expiry[ls.ID]
+	for {
+		id, ok := l.queue.due(now)
 		if !ok {
-			l.expiry[ls.ID] = now.Add(time.Duration(ls.TTL) * time.Second)
+			return out
+		}
+		if _, live := l.s.store.LeaseTTL(id); !live {
+			l.queue.remove(id) // revoked meanwhile
 			continue
 		}
-		if now.After(exp) {
-			out = append(out, ls.ID)
-		}
+		out = append(out, id)
+		l.queue.set(id, now.Add(leaseRevokeRetry))
 	}
-	for id := range l.expiry {
-		if !live[id] {
-			delete(l.expiry, id)
-		}
-	}
-	return out
 }
 
 // renew restarts the lease's TTL; it returns the TTL, or 0 for a lease
@@ -123,36 +167,34 @@ func (l *lessor) renew(id int64) (int64, error) {
 	if !l.s.node.Status().IsLeader {
 		return 0, errNotLeader
 	}
-	ls, err := l.s.store.Lease(id)
-	if errors.Is(err, mvcc.ErrLeaseNotFound) {
+	ttl, ok := l.s.store.LeaseTTL(id)
+	if !ok {
 		return 0, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	l.mu.Lock()
-	l.expiry[id] = time.Now().Add(time.Duration(ls.TTL) * time.Second)
-	l.mu.Unlock()
-	return ls.TTL, nil
+	l.granted(id, ttl)
+	return ttl, nil
 }
 
-// granted starts the clock of a lease just granted.
+// granted starts the clock of a lease (again), if this member leads.
 func (l *lessor) granted(id, ttl int64) {
+	if !l.s.node.Status().IsLeader {
+		return
+	}
 	l.mu.Lock()
-	l.expiry[id] = time.Now().Add(time.Duration(ttl) * time.Second)
+	l.queue.set(id, time.Now().Add(time.Duration(ttl)*time.Second))
 	l.mu.Unlock()
 }
 
 func (l *lessor) forget(id int64) {
 	l.mu.Lock()
-	delete(l.expiry, id)
+	l.queue.remove(id)
 	l.mu.Unlock()
 }
 
 // remaining is the seconds left of a lease (its TTL if not yet armed).
 func (l *lessor) remaining(id, ttl int64) int64 {
 	l.mu.Lock()
-	exp, ok := l.expiry[id]
+	exp, ok := l.queue.when(id)
 	l.mu.Unlock()
 	if !ok {
 		return ttl
@@ -191,8 +233,7 @@ func (ls *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) 
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	out := resp.(*pb.LeaseGrantResponse)
-	s.lease.granted(out.ID, out.TTL)
+	out := resp.(*pb.LeaseGrantResponse) // the lessor armed it as it was applied
 	s.fill(out.Header)
 	return out, nil
 }

@@ -89,20 +89,7 @@ func TestLeaseExpires(t *testing.T) {
 		}
 	}()
 	wc := c.Watch(ctx, "short")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := c.Get(ctx, "short")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Count == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the key of an expired lease is still there after 20 s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitDeleted(t, c, "short", time.Now().Add(20*time.Second))
 	if evs := collect(t, wc, 1); evs[0].Type != clientv3.EventTypeDelete {
 		t.Errorf("expiry event: %s", describe(evs))
 	}
@@ -179,5 +166,59 @@ func TestLeaseExpiresOnlyOnLeader(t *testing.T) {
 	}
 	if d := time.Since(became); d < time.Duration(minLeaseTTL)*time.Second {
 		t.Errorf("expired %v after becoming leader, before a full TTL of %ds", d, minLeaseTTL)
+	}
+}
+
+// TestLeaseGrantedByLogExpires: a lease the leader learns of only as it
+// applies it (as when a follower proposed the grant) gets its clock from
+// the apply, after the leader has listed the leases it had, and expires.
+func TestLeaseGrantedByLogExpires(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits seconds for a lease to expire; runs without -short")
+	}
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	// The lessor's first checks list the leases there are (none).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s.lease.mu.Lock()
+		listed := s.lease.listed
+		s.lease.mu.Unlock()
+		if listed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lessor never listed the leases")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Granted through the store, not the LeaseGrant handler.
+	const id = 4242
+	if err := s.store.GrantLease(id, minLeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "k", "v", clientv3.WithLease(id)); err != nil {
+		t.Fatal(err)
+	}
+	waitDeleted(t, c, "k", deadline)
+}
+
+// waitDeleted waits until key is gone (its lease expired), failing at
+// deadline.
+func waitDeleted(t *testing.T, c *clientv3.Client, key string, deadline time.Time) {
+	t.Helper()
+	for {
+		r, err := c.Get(testCtx(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the key %q of an expired lease is still there at the deadline", key)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

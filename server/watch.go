@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -18,51 +17,60 @@ import (
 )
 
 // watchServer is etcd's Watch service: each stream carries any number of
-// watchers, created and cancelled by the client's requests, each fed by
-// an mvcc.Watcher.
+// watchers, created and cancelled by the client's requests.
 type watchServer struct {
 	pb.UnimplementedWatchServer
 	s *Server
 }
 
-// watchStream is one client stream and its watchers.
+// watchStream is one client stream: its watchers share one
+// mvcc.WatchStream, and one goroutine (sendLoop) sends all their events,
+// progress notifications and stop replies, as etcd's sendLoop does, so a
+// stream costs two goroutines (receive and send) whatever its number of
+// watchers.
+//
+// Locks, in the order they are taken: sendMu, then mu, then the store's.
 type watchStream struct {
 	s      *Server
 	stream pb.Watch_WatchServer
 	ctx    context.Context
+	cancel context.CancelFunc
+	mws    *mvcc.WatchStream
 
-	// sendMu serializes Send, which gRPC allows on one goroutine at a time.
+	// sendMu serializes Send, which gRPC allows on one goroutine at a
+	// time. create and cancel hold it across their change and reply, so
+	// the created reply goes out before any event of the watcher and no
+	// event follows the canceled one.
 	sendMu sync.Mutex
+	// closed is set (under sendMu) when the handler returns: gRPC takes
+	// no Send after that.
+	closed bool
 
 	mu       sync.Mutex
 	watchers map[int64]*streamWatcher
-	nextID   int64
-	wg       sync.WaitGroup
+	byMVCC   map[*mvcc.Watcher]*streamWatcher
+	// notifying holds the watchers created with progress_notify.
+	notifying map[*streamWatcher]struct{}
+	nextID    int64
 
-	// progressPending is set while a progress request waits for the
-	// stream's watchers to catch up; later requests join it.
-	progressPending atomic.Bool
+	// progressReq carries a client's progress request to sendLoop.
+	progressReq chan struct{}
 }
 
 // streamWatcher is one watcher of a stream.
 type streamWatcher struct {
+	id       int64
 	w        *mvcc.Watcher
 	noPut    bool
 	noDelete bool
-	// progress ticks every server.watch_progress_notify_interval_ms for
-	// a watcher created with progress_notify, nil otherwise.
-	progress *time.Ticker
 	// fragment: the client asked for responses over
 	// server.max_request_bytes to be split (WatchCreateRequest.fragment).
 	fragment bool
-	// probe asks the watcher's deliver goroutine, between two batches,
-	// for the revision it has sent every event up to (see progressAll).
-	probe chan chan progressReply
-	// done is closed when the deliver goroutine has ended.
-	done chan struct{}
-	// cancelled is set when the client cancelled it (its canceled reply
-	// is already sent).
+	// cancelled is set (under mu) when the client cancelled it (its
+	// canceled reply is sent).
 	cancelled bool
+	// sent: an event went out since the last progress tick (sendLoop's).
+	sent bool
 }
 
 func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
@@ -75,10 +83,21 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	stop := context.AfterFunc(ws.s.streams, cancel)
 	defer stop()
-	st := &watchStream{s: ws.s, stream: stream, ctx: ctx, watchers: map[int64]*streamWatcher{}}
+	st := &watchStream{s: ws.s, stream: stream, ctx: ctx, cancel: cancel, mws: ws.s.store.NewWatchStream(),
+		watchers: map[int64]*streamWatcher{}, byMVCC: map[*mvcc.Watcher]*streamWatcher{},
+		notifying: map[*streamWatcher]struct{}{}, progressReq: make(chan struct{}, 1)}
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		st.sendLoop()
+	}()
 	defer func() {
-		cancel() // unblocks senders and ends the store's watchers
-		st.closeAll()
+		cancel() // ends sendLoop
+		<-sent
+		st.sendMu.Lock()
+		st.closed = true
+		st.sendMu.Unlock()
+		st.mws.Close()
 	}()
 
 	// A client that closes its sending side (io.EOF; the gateway does,
@@ -116,22 +135,30 @@ func (st *watchStream) recvLoop() error {
 				return err
 			}
 		case *pb.WatchRequest_CancelRequest:
-			if err := st.cancel(r.CancelRequest.WatchId); err != nil {
+			if err := st.cancelWatch(r.CancelRequest.WatchId); err != nil {
 				return err
 			}
 		case *pb.WatchRequest_ProgressRequest:
-			if st.progressPending.CompareAndSwap(false, true) {
-				st.wg.Add(1)
-				go st.progressAll()
+			select {
+			case st.progressReq <- struct{}{}:
+			default: // one is pending: it answers this one too
 			}
 		}
 	}
 }
 
+// sendLocked sends r; the caller holds sendMu.
+func (st *watchStream) sendLocked(r *pb.WatchResponse) error {
+	if st.closed {
+		return context.Canceled
+	}
+	return st.stream.Send(r)
+}
+
 func (st *watchStream) send(r *pb.WatchResponse) error {
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
-	return st.stream.Send(r)
+	return st.sendLocked(r)
 }
 
 // create starts a watcher. etcd always answers created; a watcher that
@@ -143,6 +170,8 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 		// etcd's answer: created and canceled at once, with no watch ID.
 		return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: -1, Created: true, Canceled: true, CancelReason: watchDenied(err)})
 	}
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	id := r.WatchId
 	if id == 0 {
@@ -153,46 +182,36 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 		st.nextID++
 	} else if st.watchers[id] != nil {
 		st.mu.Unlock()
-		return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true, Canceled: true,
+		return st.sendLocked(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true, Canceled: true,
 			CancelReason: "etcdserver: duplicate watch ID"})
 	}
 	var opts []mvcc.WatchOption
 	if r.PrevKv {
 		opts = append(opts, mvcc.WithPrevKV())
 	}
-	w, err := st.s.store.Watch(st.ctx, r.Key, r.RangeEnd, r.StartRevision, opts...)
-	sw := &streamWatcher{w: w, fragment: r.Fragment, probe: make(chan chan progressReply, 1), done: make(chan struct{})}
-	if err == nil && r.ProgressNotify {
-		sw.progress = time.NewTicker(time.Duration(st.s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond)
-	}
-	for _, f := range r.Filters {
-		switch f {
-		case pb.WatchCreateRequest_NOPUT:
-			sw.noPut = true
-		case pb.WatchCreateRequest_NODELETE:
-			sw.noDelete = true
-		}
-	}
+	w, err := st.mws.Watch(r.Key, r.RangeEnd, r.StartRevision, opts...)
 	if err == nil {
-		st.watchers[id] = sw
-		// The created reply goes out before any event of the watcher: the
-		// sender loop starts after it.
-		st.sendMu.Lock()
-		st.mu.Unlock()
-		err := st.stream.Send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true})
-		st.sendMu.Unlock()
-		if err != nil {
-			return err
+		sw := &streamWatcher{id: id, w: w, fragment: r.Fragment}
+		for _, f := range r.Filters {
+			switch f {
+			case pb.WatchCreateRequest_NOPUT:
+				sw.noPut = true
+			case pb.WatchCreateRequest_NODELETE:
+				sw.noDelete = true
+			}
 		}
-		st.wg.Add(1)
-		go st.deliver(id, sw)
-		return nil
+		st.watchers[id] = sw
+		st.byMVCC[w] = sw
+		if r.ProgressNotify {
+			st.notifying[sw] = struct{}{}
+		}
 	}
 	st.mu.Unlock()
-	if err := st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true}); err != nil {
+	// sendLoop sends the watcher's events only after this: it needs sendMu.
+	if err := st.sendLocked(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true}); err != nil || w != nil {
 		return err
 	}
-	return st.send(st.canceled(id, err))
+	return st.sendLocked(st.canceled(id, err))
 }
 
 // canceled is the reply that ends watcher id because of err.
@@ -207,150 +226,163 @@ func (st *watchStream) canceled(id int64, err error) *pb.WatchResponse {
 	return r
 }
 
-// deliver sends the watcher's events until it stops and, for a watcher
-// created with progress_notify, a progress notification at each tick of
-// its interval in which it sent no event: an empty response whose header
-// revision is the one the watcher has delivered every event up to, as
-// etcd sends (clientv3's IsProgressNotify). The notification goes out
-// from this goroutine, between two batches, so it can never overtake an
-// event it covers.
-func (st *watchStream) deliver(id int64, sw *streamWatcher) {
-	defer st.wg.Done()
-	defer close(sw.done)
-	var tick <-chan time.Time
-	if sw.progress != nil {
-		tick = sw.progress.C
-		defer sw.progress.Stop()
-	}
-	sent := false // an event went out since the last tick
-	for {
-		var evs []mvcc.Event
-		select {
-		case batch, ok := <-sw.w.C:
-			if !ok {
-				st.finish(id, sw)
-				return
-			}
-			evs = batch
-		case reply := <-sw.probe:
-			rev, ok := sw.w.Progress()
-			reply <- progressReply{rev: rev, ok: ok}
-			continue
-		case <-tick:
-			if sent {
-				sent = false
-				continue
-			}
-			rev, ok := sw.w.Progress()
-			if !ok {
-				continue // still catching up: etcd skips it too
-			}
-			if err := st.send(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: id}); err != nil {
-				sw.w.Close()
-				return
-			}
-			continue
-		}
-		out := make([]*mvccpb.Event, 0, len(evs))
-		var last int64
-		for i := range evs {
-			e := &evs[i]
-			last = e.KV.ModRevision
-			if e.Type == mvcc.EventPut && sw.noPut || e.Type == mvcc.EventDelete && sw.noDelete {
-				continue
-			}
-			pe := &mvccpb.Event{Kv: toPBKV(&e.KV)}
-			if e.Type == mvcc.EventDelete {
-				pe.Type = mvccpb.DELETE
-			}
-			if e.PrevKV != nil {
-				pe.PrevKv = toPBKV(e.PrevKV)
-			}
-			out = append(out, pe)
-		}
-		if len(out) == 0 {
-			continue
-		}
-		h := st.s.fill(&pb.ResponseHeader{Revision: last})
-		if err := st.sendEvents(&pb.WatchResponse{Header: h, WatchId: id, Events: out}, sw.fragment); err != nil {
-			sw.w.Close()
-			return
-		}
-		sent = true
-	}
-}
-
-// progressReply is a watcher's answer to a probe: Watcher.Progress, asked
-// by its deliver goroutine, so every event up to rev has been sent.
-type progressReply struct {
-	rev int64
-	ok  bool
-}
-
-// progressPollEvery is how often a progress request asks again while
+// progressPollEvery is how often a progress request is tried again while
 // some watcher of the stream is still catching up.
 const progressPollEvery = 10 * time.Millisecond
 
-// progressAll answers a progress request as etcd does: once every watcher
-// of the stream has sent all events up to a revision, a response with
-// watch ID -1 and that revision (the store's, with no watchers), which
-// tells the client it has seen every change to its ranges up to there
-// (Kubernetes' consistent reads from its watch cache rely on it). Each
-// watcher is asked through its own deliver goroutine, between two
-// batches, so the answer never overtakes an event it covers; while one
-// is still catching up, it asks again.
-func (st *watchStream) progressAll() {
-	defer st.wg.Done()
-	defer st.progressPending.Store(false)
+// sendLoop sends everything the stream's watchers have, then waits for
+// more: events (mvcc's Ready), a client's progress request, the tick of
+// server.watch_progress_notify_interval_ms. Progress is worked out here,
+// between two batches, after every batch taken from the store went out,
+// so a notification never overtakes an event it covers.
+func (st *watchStream) sendLoop() {
+	tick := time.NewTicker(time.Duration(st.s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond)
+	defer tick.Stop()
+	progressPending := false
+	var poll <-chan time.Time
 	for {
-		st.mu.Lock()
-		ws := make([]*streamWatcher, 0, len(st.watchers))
-		for _, sw := range st.watchers {
-			ws = append(ws, sw)
-		}
-		st.mu.Unlock()
-		rev, all := st.s.store.Rev(), true
-		for _, sw := range ws {
-			reply := make(chan progressReply, 1)
-			r := progressReply{ok: true, rev: rev} // a stopped watcher has nothing more to send
-			select {
-			case sw.probe <- reply:
-				select {
-				case r = <-reply:
-				case <-sw.done:
-				case <-st.ctx.Done():
-					return
-				}
-			case <-sw.done:
-			case <-st.ctx.Done():
-				return
-			}
-			if !r.ok {
-				all = false
+		for {
+			b, ok := st.mws.Next()
+			if !ok {
 				break
 			}
-			rev = min(rev, r.rev)
+			if err := st.deliver(b); err != nil {
+				st.cancel()
+				return
+			}
 		}
-		if all {
-			_ = st.send(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: -1})
-			return
+		if progressPending && poll == nil {
+			if st.progressAll() {
+				progressPending = false
+			} else {
+				poll = time.After(progressPollEvery)
+			}
 		}
 		select {
-		case <-time.After(progressPollEvery):
+		case <-st.mws.Ready():
+		case <-st.progressReq:
+			progressPending = true
+		case <-poll:
+			poll = nil
+		case <-tick.C:
+			st.progressTick()
 		case <-st.ctx.Done():
 			return
 		}
 	}
 }
 
-// sendEvents sends a response with events; with fragment, one larger
+// deliver sends one batch of the store: a watcher's events, with its
+// filters applied, or the reply that ends it.
+func (st *watchStream) deliver(b mvcc.WatchBatch) error {
+	st.mu.Lock()
+	sw := st.byMVCC[b.Watcher]
+	st.mu.Unlock()
+	if sw == nil {
+		return nil // cancelled
+	}
+	if b.Err != nil {
+		st.finish(sw, b.Err)
+		return nil
+	}
+	out := make([]*mvccpb.Event, 0, len(b.Events))
+	var last int64
+	for i := range b.Events {
+		e := &b.Events[i]
+		last = e.KV.ModRevision
+		if e.Type == mvcc.EventPut && sw.noPut || e.Type == mvcc.EventDelete && sw.noDelete {
+			continue
+		}
+		pe := &mvccpb.Event{Kv: toPBKV(&e.KV)}
+		if e.Type == mvcc.EventDelete {
+			pe.Type = mvccpb.DELETE
+		}
+		if e.PrevKV != nil {
+			pe.PrevKv = toPBKV(e.PrevKV)
+		}
+		out = append(out, pe)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	h := st.s.fill(&pb.ResponseHeader{Revision: last})
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	st.mu.Lock()
+	live := !sw.cancelled
+	st.mu.Unlock()
+	if !live {
+		return nil // the client cancelled it meanwhile: nothing after its canceled reply
+	}
+	sw.sent = true
+	return st.sendEventsLocked(&pb.WatchResponse{Header: h, WatchId: sw.id, Events: out}, sw.fragment)
+}
+
+// progressTick sends, for each watcher created with progress_notify that
+// sent no event since the last tick, an empty response whose header
+// revision is the one the watcher has delivered every event up to, as
+// etcd does (clientv3's IsProgressNotify). A watcher still catching up
+// is skipped, as etcd skips it.
+func (st *watchStream) progressTick() {
+	st.mu.Lock()
+	ws := make([]*streamWatcher, 0, len(st.notifying))
+	for sw := range st.notifying {
+		ws = append(ws, sw)
+	}
+	st.mu.Unlock()
+	for _, sw := range ws {
+		if sw.sent {
+			sw.sent = false
+			continue
+		}
+		rev, ok := sw.w.Progress()
+		if !ok {
+			continue
+		}
+		st.sendMu.Lock()
+		st.mu.Lock()
+		live := !sw.cancelled
+		st.mu.Unlock()
+		if live {
+			_ = st.sendLocked(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: sw.id})
+		}
+		st.sendMu.Unlock()
+	}
+}
+
+// progressAll answers a progress request as etcd does, if every watcher
+// of the stream has sent all events up to a revision: a response with
+// watch ID -1 and that revision (the store's, with no watchers), which
+// tells the client it has seen every change to its ranges up to there
+// (Kubernetes' consistent reads from its watch cache rely on it). It
+// returns false, sending nothing, while one is still catching up.
+func (st *watchStream) progressAll() bool {
+	st.mu.Lock()
+	ws := make([]*streamWatcher, 0, len(st.watchers))
+	for _, sw := range st.watchers {
+		ws = append(ws, sw)
+	}
+	st.mu.Unlock()
+	rev := st.s.store.Rev()
+	for _, sw := range ws {
+		r, ok := sw.w.Progress()
+		if !ok {
+			return false
+		}
+		rev = min(rev, r)
+	}
+	_ = st.send(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: -1})
+	return true
+}
+
+// sendEventsLocked sends a response with events; with fragment, one larger
 // than server.max_request_bytes goes out as etcd's fragments: responses
 // of whole events, each under the limit unless a single event is larger,
 // all but the last marked Fragment, which clientv3 joins again.
-func (st *watchStream) sendEvents(r *pb.WatchResponse, fragment bool) error {
+func (st *watchStream) sendEventsLocked(r *pb.WatchResponse, fragment bool) error {
 	limit := int(st.s.cfg.Server.MaxRequestBytes)
 	if !fragment || len(r.Events) < 2 || proto.Size(r) < limit {
-		return st.send(r)
+		return st.sendLocked(r)
 	}
 	events := r.Events
 	for len(events) > 0 {
@@ -364,50 +396,51 @@ func (st *watchStream) sendEvents(r *pb.WatchResponse, fragment bool) error {
 		}
 		part.Events, events = events[:n], events[n:]
 		part.Fragment = len(events) > 0
-		if err := st.send(part); err != nil {
+		if err := st.sendLocked(part); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// finish removes a watcher that stopped and, unless the client cancelled
-// it or the stream is ending, tells the client why.
-func (st *watchStream) finish(id int64, sw *streamWatcher) {
-	err := sw.w.Err()
+// finish removes a watcher the store stopped and, unless the stream is
+// ending or the store closing, tells the client why.
+func (st *watchStream) finish(sw *streamWatcher, err error) {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
+	st.forgetLocked(sw)
 	cancelled := sw.cancelled
-	if st.watchers[id] == sw {
-		delete(st.watchers, id)
-	}
 	st.mu.Unlock()
 	if cancelled || st.ctx.Err() != nil || errors.Is(err, mvcc.ErrClosed) {
 		return
 	}
-	_ = st.send(st.canceled(id, err))
+	_ = st.sendLocked(st.canceled(sw.id, err))
 }
 
-// cancel stops watcher id at the client's request and confirms it.
-func (st *watchStream) cancel(id int64) error {
+// forgetLocked removes sw from the stream; the caller holds mu.
+func (st *watchStream) forgetLocked(sw *streamWatcher) {
+	if st.watchers[sw.id] == sw {
+		delete(st.watchers, sw.id)
+	}
+	delete(st.byMVCC, sw.w)
+	delete(st.notifying, sw)
+}
+
+// cancelWatch stops watcher id at the client's request and confirms it.
+func (st *watchStream) cancelWatch(id int64) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	sw := st.watchers[id]
 	if sw != nil {
 		sw.cancelled = true
-		delete(st.watchers, id)
+		st.forgetLocked(sw)
 	}
 	st.mu.Unlock()
 	if sw == nil {
 		return nil
 	}
 	sw.w.Close()
-	return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Canceled: true})
-}
-
-func (st *watchStream) closeAll() {
-	st.mu.Lock()
-	for _, sw := range st.watchers {
-		sw.w.Close()
-	}
-	st.mu.Unlock()
-	st.wg.Wait()
+	return st.sendLocked(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Canceled: true})
 }
