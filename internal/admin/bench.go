@@ -39,7 +39,7 @@ etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
 		Example: `  strata bench qps --passes 3 --format markdown
   strata bench memory --servers strata,etcd34,etcd37`,
 	}
-	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand(), newBenchKubeCommand())
+	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand(), newBenchKubeCommand(), newBenchWatchCommand())
 	return cmd
 }
 

@@ -15,8 +15,8 @@ type benchWatchOptions struct {
 	streams                  int
 	puts, clients, conns     int
 	valueSize                int
-	serverCPU, loadCPU       int
-	timeout                  time.Duration
+	pinFlags
+	timeout time.Duration
 }
 
 // AddFlags registers watch's flags.
@@ -29,8 +29,7 @@ func (o *benchWatchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.clients, "clients", 32, "concurrent putters")
 	fs.IntVar(&o.conns, "conns", 4, "gRPC connections the putters share")
 	fs.IntVar(&o.valueSize, "value-size", 256, "value size in bytes")
-	fs.IntVar(&o.serverCPU, "server-cpu", 0, "CPU the server is pinned to, as taskset -c (-1: not pinned)")
-	fs.IntVar(&o.loadCPU, "load-cpu", 1, "CPU this process (the load) is pinned to (-1: not pinned)")
+	o.pinFlags.AddFlags(fs)
 	fs.DurationVar(&o.timeout, "run-timeout", 5*time.Minute, "bound on each run")
 }
 
@@ -53,10 +52,14 @@ func (o *benchWatchOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	pin, err := o.pinning(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
 	wo := bench.WatchOptions{
 		Servers: ks, Dir: o.common.dir, Watchers: o.watchers, PrefixWatchers: o.prefixWatchers, Streams: o.streams,
 		Puts: o.puts, Clients: o.clients, Conns: o.conns, ValueSize: o.valueSize,
-		ServerCPU: o.serverCPU, LoadCPU: o.loadCPU, Timeout: o.timeout, Progress: cmd.ErrOrStderr(),
+		Pin: pin, Timeout: o.timeout, Progress: cmd.ErrOrStderr(),
 	}
 	ctx, stop := signalContext(cmd)
 	defer stop()

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sys/unix"
 
 	"github.com/stratadb/strata/internal/report"
 )
@@ -44,9 +40,9 @@ type WatchOptions struct {
 	// Clients concurrent clients over Conns connections; ValueSize their
 	// value's size in bytes.
 	Puts, Clients, Conns, ValueSize int
-	// ServerCPU and LoadCPU pin the server's process and this one (the
-	// load) to one CPU each, as `taskset -c` would; -1 leaves it.
-	ServerCPU, LoadCPU int
+	// Pin runs each server on Pin.ServerCPUs and the load, which runs in
+	// this process, on Pin.LoadCPUs; the zero Pinning pins nothing.
+	Pin Pinning
 	// Timeout bounds each run.
 	Timeout time.Duration
 	// Progress receives a line per run; nil discards them.
@@ -99,6 +95,9 @@ func (o *WatchOptions) validate() error {
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("%w: timeout %s: must be > 0", ErrWatchLoad, o.Timeout))
 	}
+	if err := o.Pin.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrWatchLoad, err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -118,11 +117,12 @@ func RunWatch(ctx context.Context, o WatchOptions) (*WatchRun, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	if o.LoadCPU >= 0 {
-		if err := pin(os.Getpid(), o.LoadCPU); err != nil {
-			return nil, err
-		}
+	fmt.Fprintf(progress, "%s\n", o.Pin)
+	unpin, err := o.Pin.PinSelf()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pinning the load: %w", ErrWatchLoad, err)
 	}
+	defer unpin()
 	run := &WatchRun{Options: o}
 	for _, k := range o.Servers {
 		for _, watched := range []bool{false, true} {
@@ -144,16 +144,11 @@ func RunWatch(ctx context.Context, o WatchOptions) (*WatchRun, error) {
 func (o *WatchOptions) runOne(ctx context.Context, k Kind, watched bool) (WatchSample, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	srv, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{})
+	srv, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{Pin: o.Pin})
 	if err != nil {
 		return WatchSample{}, err
 	}
 	defer srv.Stop()
-	if o.ServerCPU >= 0 {
-		if err := pin(srv.PID(), o.ServerCPU); err != nil {
-			return WatchSample{}, err
-		}
-	}
 	sample := WatchSample{Server: srv.Name}
 	keys := max(o.Watchers, 1)
 	w := &watchSet{}
@@ -308,27 +303,6 @@ func (w *watchSet) close() {
 		c.Close()
 	}
 	w.wg.Wait()
-}
-
-// pin binds every thread of process pid to cpu, as `taskset -a -c cpu`
-// does; threads started later inherit it.
-func pin(pid, cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
-	if err != nil {
-		return fmt.Errorf("bench: pin %d to CPU %d: %w", pid, cpu, err)
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("bench: pin thread %d of %d to CPU %d: %w", tid, pid, cpu, err)
-		}
-	}
-	return nil
 }
 
 // Table shows each server with and without watchers, and the change.
