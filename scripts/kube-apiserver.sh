@@ -187,7 +187,7 @@ scenario() {
   check "secret encrypted at rest in Strata" secret_encrypted /registry/secrets/$ns/s1
 
   # The watch starts before the second half: it must see its changes.
-  k -n $ns get configmaps -w --output-watch-events -o name >"$RUN/watch.out" 2>&1 &
+  "$BIN/kubectl" -n $ns get configmaps -w --output-watch-events >"$RUN/watch.out" 2>&1 &
   local wpid=$!
   PIDS+=($wpid)
   sleep 2
@@ -238,7 +238,7 @@ EOF
 
   sleep 2
   kill $wpid 2>/dev/null || true
-  check "get -w saw changes from both halves" sh -c "grep -q 'ADDED configmap/many-40' $RUN/watch.out && grep -q 'DELETED configmap/many-1' $RUN/watch.out"
+  check "get -w saw changes from both halves" sh -c "grep -Eq '^ADDED +many-40 ' $RUN/watch.out && grep -Eq '^DELETED +many-1 ' $RUN/watch.out"
 }
 
 nothing() { :; }
