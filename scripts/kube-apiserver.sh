@@ -145,7 +145,7 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-cluster-ip-range 10.96.0.0/24 \
     --encryption-provider-config "$WORK/encryption.yaml" \
-    --event-ttl 1h \
+    --event-ttl 1h --endpoint-reconciler-type none \
     >"$RUN/kube-apiserver.log" 2>&1 &
   PID_API=$!
   PIDS+=($!)
