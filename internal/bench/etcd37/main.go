@@ -39,6 +39,8 @@ func run(args []string) error {
 	peer := fs.String("listen-peer", "127.0.0.1:2380", "peer `HOST:PORT` (loopback)")
 	quota := fs.Int64("quota-backend-bytes", 0, "backend quota in `BYTES`; 0 is etcd's default (2 GiB)")
 	logLevel := fs.String("log-level", "warn", "etcd's log `LEVEL`: debug, info, warn or error")
+	progress := fs.Duration("watch-progress-notify-interval", 0, "etcd's --experimental-watch-progress-notify-interval; 0 is etcd's default (10m)")
+	noFsync := fs.Bool("unsafe-no-fsync", false, "etcd's --unsafe-no-fsync, as Kubernetes' storage tests run etcd")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +68,13 @@ func run(args []string) error {
 	if *quota > 0 {
 		cfg.QuotaBackendBytes = *quota
 	}
+	if *progress < 0 {
+		return fmt.Errorf("--watch-progress-notify-interval %v: must be 0 (the default) or more", *progress)
+	}
+	if *progress > 0 {
+		cfg.WatchProgressNotifyInterval = *progress
+	}
+	cfg.UnsafeNoFsync = *noFsync
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
