@@ -61,7 +61,9 @@ type RaftConfig struct {
 	CatchUpEntries uint64
 	// RequestTimeout bounds how long Propose, ReadBarrier and member
 	// changes wait, whatever the caller's context. The default value is
-	// 5s.
+	// etcd's request timeout: 5 s plus twice the election timeout
+	// (TickInterval x ElectionTicks), 7 s with the default ticks, which
+	// is also the server's bound on a request without a deadline.
 	RequestTimeout time.Duration
 
 	// PeerServerTLS, if set, serves peer traffic over TLS; PeerClientTLS is
@@ -113,7 +115,7 @@ func (c *RaftConfig) withDefaults() RaftConfig {
 		out.CatchUpEntries = 5000
 	}
 	if out.RequestTimeout <= 0 {
-		out.RequestTimeout = 5 * time.Second
+		out.RequestTimeout = 5*time.Second + 2*time.Duration(out.ElectionTicks)*out.TickInterval
 	}
 	return out
 }
