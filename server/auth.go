@@ -218,10 +218,10 @@ func watchDenied(err error) string {
 }
 
 // checkWatch is etcd's check of a watch's range at its creation.
-func (s *Server) checkWatch(ctx context.Context, r *pb.WatchCreateRequest) error {
+func checkWatch(ctx context.Context, a *auth.Store, r *pb.WatchCreateRequest) error {
 	key := r.Key
 	if len(key) == 0 {
 		key = []byte{0} // etcd's: the smallest key
 	}
-	return s.auth.Serve(ctx, func(ai *auth.Info) error { return s.auth.CheckRange(ai, key, r.RangeEnd) }, nil)
+	return a.Serve(ctx, func(ai *auth.Info) error { return a.CheckRange(ai, key, r.RangeEnd) }, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -209,72 +211,87 @@ func (l *lessor) remaining(id, ttl int64) int64 {
 // errNotLeader answers a keep-alive on a member that does not lead.
 var errNotLeader = status.Error(codes.FailedPrecondition, "etcdserver: not leader")
 
-// leaseServer is etcd's Lease service.
+// leaseServer is etcd's Lease service. As etcd's v3rpc LeaseServer, it
+// holds only what it uses.
 type leaseServer struct {
 	pb.UnimplementedLeaseServer
-	s *Server
+	raft   leaseRaft
+	auth   *auth.Store
+	hdr    memberHeader
+	lessor *lessor
+	store  *mvcc.Store
+	// ids chooses the IDs of leases granted without one (Server.leaseIDs).
+	ids *atomic.Uint64
+	// streams ends keep-alive streams when the server stops.
+	streams context.Context
+}
+
+// leaseRaft is the apply path as the Lease service uses it; *Server
+// implements it.
+type leaseRaft interface {
+	proposer
+	// leaseKeys returns the keys of a lease, for the auth checks.
+	leaseKeys(id int64) [][]byte
 }
 
 func (ls *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	s := ls.s
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: max(r.TTL, minLeaseTTL)}
 	if req.ID == 0 {
 		// As etcd, the ID is chosen before proposing, so every member
 		// applies the same one (see Server.leaseIDs).
-		req.ID = int64(s.leaseIDs.Add(1) & (1<<63 - 1))
+		req.ID = int64(ls.ids.Add(1) & (1<<63 - 1))
 	}
 	if req.ID < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "etcdserver: lease ID %d is negative", req.ID)
 	}
-	if err := s.auth.RequireUser(ctx); err != nil {
+	if err := ls.auth.RequireUser(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	resp, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseGrant: req})
+	resp, err := ls.raft.propose(ctx, &pb.InternalRaftRequest{LeaseGrant: req})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	out := resp.(*pb.LeaseGrantResponse) // the lessor armed it as it was applied
-	s.fill(out.Header)
+	ls.hdr.fill(out.Header)
 	return out, nil
 }
 
 func (ls *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	if err := ls.s.auth.RequireUser(ctx); err != nil {
+	if err := ls.auth.RequireUser(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	resp, err := ls.s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: r.ID}})
+	resp, err := ls.raft.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: r.ID}})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	ls.s.lease.forget(r.ID)
+	ls.lessor.forget(r.ID)
 	out := resp.(*pb.LeaseRevokeResponse)
-	ls.s.fill(out.Header)
+	ls.hdr.fill(out.Header)
 	return out, nil
 }
 
 func (ls *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	s := ls.s
-	if err := s.auth.RequireUser(ctx); err != nil {
+	if err := ls.auth.RequireUser(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	if err := s.readBarrier(ctx); err != nil {
+	if err := ls.raft.readBarrier(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
 	if r.Keys {
 		// Only the keys need a permission (etcd's checkLeaseTimeToLive).
-		if err := s.auth.CheckLeaseRead(ctx, s.leaseKeys(r.ID)); err != nil {
+		if err := ls.auth.CheckLeaseRead(ctx, ls.raft.leaseKeys(r.ID)); err != nil {
 			return nil, toGRPC(err)
 		}
 	}
-	out := &pb.LeaseTimeToLiveResponse{Header: s.fill(nil), ID: r.ID, TTL: -1}
-	l, err := s.store.Lease(r.ID)
+	out := &pb.LeaseTimeToLiveResponse{Header: ls.hdr.fill(nil), ID: r.ID, TTL: -1}
+	l, err := ls.store.Lease(r.ID)
 	if errors.Is(err, mvcc.ErrLeaseNotFound) {
 		return out, nil
 	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	out.GrantedTTL, out.TTL = l.TTL, s.lease.remaining(l.ID, l.TTL)
+	out.GrantedTTL, out.TTL = l.TTL, ls.lessor.remaining(l.ID, l.TTL)
 	if r.Keys {
 		out.Keys = l.Keys
 	}
@@ -282,17 +299,16 @@ func (ls *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiv
 }
 
 func (ls *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
-	s := ls.s
-	if err := s.readBarrier(ctx); err != nil {
+	if err := ls.raft.readBarrier(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	out := &pb.LeaseLeasesResponse{Header: s.fill(nil)}
+	out := &pb.LeaseLeasesResponse{Header: ls.hdr.fill(nil)}
 	var keys [][]byte
-	for _, l := range s.store.Leases() {
+	for _, l := range ls.store.Leases() {
 		out.Leases = append(out.Leases, &pb.LeaseStatus{ID: l.ID})
 		keys = append(keys, l.Keys...)
 	}
-	if err := s.auth.CheckLeaseRead(ctx, keys); err != nil {
+	if err := ls.auth.CheckLeaseRead(ctx, keys); err != nil {
 		return nil, toGRPC(err)
 	}
 	return out, nil
@@ -301,7 +317,6 @@ func (ls *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest
 // LeaseKeepAlive renews leases for as long as the client streams
 // requests; it ends when the client does or the server shuts down.
 func (ls *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
-	s := ls.s
 	errc := make(chan error, 1)
 	go func() {
 		for {
@@ -313,16 +328,16 @@ func (ls *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) erro
 				errc <- err
 				return
 			}
-			if err := s.auth.CheckLeaseRenew(stream.Context(), s.leaseKeys(req.ID)); err != nil {
+			if err := ls.auth.CheckLeaseRenew(stream.Context(), ls.raft.leaseKeys(req.ID)); err != nil {
 				errc <- toGRPC(err)
 				return
 			}
-			ttl, err := s.lease.renew(req.ID)
+			ttl, err := ls.lessor.renew(req.ID)
 			if err != nil {
 				errc <- toGRPC(err)
 				return
 			}
-			if err := stream.Send(&pb.LeaseKeepAliveResponse{Header: s.fill(nil), ID: req.ID, TTL: ttl}); err != nil {
+			if err := stream.Send(&pb.LeaseKeepAliveResponse{Header: ls.hdr.fill(nil), ID: req.ID, TTL: ttl}); err != nil {
 				errc <- err
 				return
 			}
@@ -331,7 +346,7 @@ func (ls *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) erro
 	select {
 	case err := <-errc:
 		return err
-	case <-s.streams.Done():
+	case <-ls.streams.Done():
 		return rpctypes.ErrGRPCStopped
 	}
 }

@@ -65,8 +65,10 @@ func (s *Server) serve() error {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	pb.RegisterKVServer(s.grpc, &kvServer{kv: s, auth: s.auth, hdr: s.header()})
-	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
-	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
+	pb.RegisterWatchServer(s.grpc, &watchServer{store: s.store, auth: s.auth, hdr: s.header(), node: s.node, streams: s.streams,
+		progressEvery:   time.Duration(s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond,
+		maxRequestBytes: int(s.cfg.Server.MaxRequestBytes)})
+	pb.RegisterLeaseServer(s.grpc, &leaseServer{raft: s, auth: s.auth, hdr: s.header(), lessor: s.lease, store: s.store, ids: &s.leaseIDs, streams: s.streams})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{node: s.node, db: s.db, store: s.store, auth: s.auth, hdr: s.header()})
 	pb.RegisterClusterServer(s.grpc, &clusterServer{node: s.node, hdr: s.header()})
 	pb.RegisterAuthServer(s.grpc, &authServer{raft: s, auth: s.auth, hdr: s.header()})

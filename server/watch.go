@@ -13,14 +13,27 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/stratadb/strata/auth"
+	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/mvcc"
 )
 
 // watchServer is etcd's Watch service: each stream carries any number of
 // watchers, created and cancelled by the client's requests.
+// As etcd's v3rpc watchServer, it holds only what it uses.
 type watchServer struct {
 	pb.UnimplementedWatchServer
-	s *Server
+	store *mvcc.Store
+	auth  *auth.Store
+	hdr   memberHeader
+	node  interface{ Status() cluster.Status }
+	// streams ends every stream when the server stops.
+	streams context.Context
+	// progressEvery is server.watch_progress_notify_interval_ms;
+	// maxRequestBytes is server.max_request_bytes, past which a
+	// fragmenting watcher's responses are split.
+	progressEvery   time.Duration
+	maxRequestBytes int
 }
 
 // watchStream is one client stream: its watchers share one
@@ -31,7 +44,7 @@ type watchServer struct {
 //
 // Locks, in the order they are taken: sendMu, then mu, then the store's.
 type watchStream struct {
-	s      *Server
+	s      *watchServer
 	stream pb.Watch_WatchServer
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -77,13 +90,13 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	// clientv3.WithRequireLeader: a member without a leader refuses the
 	// stream, as etcd does, so the client can try another member.
 	if md, ok := metadata.FromIncomingContext(stream.Context()); ok && len(md.Get(rpctypes.MetadataRequireLeaderKey)) > 0 &&
-		md.Get(rpctypes.MetadataRequireLeaderKey)[0] == rpctypes.MetadataHasLeader && ws.s.node.Status().Leader == 0 {
+		md.Get(rpctypes.MetadataRequireLeaderKey)[0] == rpctypes.MetadataHasLeader && ws.node.Status().Leader == 0 {
 		return rpctypes.ErrGRPCNoLeader
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
-	stop := context.AfterFunc(ws.s.streams, cancel)
+	stop := context.AfterFunc(ws.streams, cancel)
 	defer stop()
-	st := &watchStream{s: ws.s, stream: stream, ctx: ctx, cancel: cancel, mws: ws.s.store.NewWatchStream(),
+	st := &watchStream{s: ws, stream: stream, ctx: ctx, cancel: cancel, mws: ws.store.NewWatchStream(),
 		watchers: map[int64]*streamWatcher{}, byMVCC: map[*mvcc.Watcher]*streamWatcher{},
 		notifying: map[*streamWatcher]struct{}{}, progressReq: make(chan struct{}, 1)}
 	sent := make(chan struct{})
@@ -113,7 +126,7 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		if ws.s.streams.Err() != nil {
+		if ws.streams.Err() != nil {
 			return rpctypes.ErrGRPCStopped
 		}
 		return ctx.Err()
@@ -166,9 +179,9 @@ func (st *watchStream) send(r *pb.WatchResponse) error {
 // cancelled in a second reply, with compact_revision for compaction, which
 // clientv3 reports as ErrCompacted so the client can resume from it.
 func (st *watchStream) create(r *pb.WatchCreateRequest) error {
-	if err := st.s.checkWatch(st.stream.Context(), r); err != nil {
+	if err := checkWatch(st.stream.Context(), st.s.auth, r); err != nil {
 		// etcd's answer: created and canceled at once, with no watch ID.
-		return st.send(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: -1, Created: true, Canceled: true, CancelReason: watchDenied(err)})
+		return st.send(&pb.WatchResponse{Header: st.s.hdr.fill(nil), WatchId: -1, Created: true, Canceled: true, CancelReason: watchDenied(err)})
 	}
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
@@ -182,7 +195,7 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 		st.nextID++
 	} else if st.watchers[id] != nil {
 		st.mu.Unlock()
-		return st.sendLocked(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true, Canceled: true,
+		return st.sendLocked(&pb.WatchResponse{Header: st.s.hdr.fill(nil), WatchId: id, Created: true, Canceled: true,
 			CancelReason: "etcdserver: duplicate watch ID"})
 	}
 	var opts []mvcc.WatchOption
@@ -208,7 +221,7 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 	}
 	st.mu.Unlock()
 	// sendLoop sends the watcher's events only after this: it needs sendMu.
-	if err := st.sendLocked(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Created: true}); err != nil || w != nil {
+	if err := st.sendLocked(&pb.WatchResponse{Header: st.s.hdr.fill(nil), WatchId: id, Created: true}); err != nil || w != nil {
 		return err
 	}
 	return st.sendLocked(st.canceled(id, err))
@@ -216,7 +229,7 @@ func (st *watchStream) create(r *pb.WatchCreateRequest) error {
 
 // canceled is the reply that ends watcher id because of err.
 func (st *watchStream) canceled(id int64, err error) *pb.WatchResponse {
-	r := &pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Canceled: true}
+	r := &pb.WatchResponse{Header: st.s.hdr.fill(nil), WatchId: id, Canceled: true}
 	if errors.Is(err, mvcc.ErrCompacted) {
 		r.CompactRevision = st.s.store.CompactRev()
 		r.CancelReason = rpctypes.ErrCompacted.Error()
@@ -236,7 +249,7 @@ const progressPollEvery = 10 * time.Millisecond
 // between two batches, after every batch taken from the store went out,
 // so a notification never overtakes an event it covers.
 func (st *watchStream) sendLoop() {
-	tick := time.NewTicker(time.Duration(st.s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond)
+	tick := time.NewTicker(st.s.progressEvery)
 	defer tick.Stop()
 	progressPending := false
 	var poll <-chan time.Time
@@ -305,7 +318,7 @@ func (st *watchStream) deliver(b mvcc.WatchBatch) error {
 	if len(out) == 0 {
 		return nil
 	}
-	h := st.s.fill(&pb.ResponseHeader{Revision: last})
+	h := st.s.hdr.fill(&pb.ResponseHeader{Revision: last})
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
 	st.mu.Lock()
@@ -344,7 +357,7 @@ func (st *watchStream) progressTick() {
 		live := !sw.cancelled
 		st.mu.Unlock()
 		if live {
-			_ = st.sendLocked(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: sw.id})
+			_ = st.sendLocked(&pb.WatchResponse{Header: st.s.hdr.fill(&pb.ResponseHeader{Revision: rev}), WatchId: sw.id})
 		}
 		st.sendMu.Unlock()
 	}
@@ -371,7 +384,7 @@ func (st *watchStream) progressAll() bool {
 		}
 		rev = min(rev, r)
 	}
-	_ = st.send(&pb.WatchResponse{Header: st.s.fill(&pb.ResponseHeader{Revision: rev}), WatchId: -1})
+	_ = st.send(&pb.WatchResponse{Header: st.s.hdr.fill(&pb.ResponseHeader{Revision: rev}), WatchId: -1})
 	return true
 }
 
@@ -380,7 +393,7 @@ func (st *watchStream) progressAll() bool {
 // of whole events, each under the limit unless a single event is larger,
 // all but the last marked Fragment, which clientv3 joins again.
 func (st *watchStream) sendEventsLocked(r *pb.WatchResponse, fragment bool) error {
-	limit := int(st.s.cfg.Server.MaxRequestBytes)
+	limit := st.s.maxRequestBytes
 	if !fragment || len(r.Events) < 2 || proto.Size(r) < limit {
 		return st.sendLocked(r)
 	}
@@ -442,5 +455,5 @@ func (st *watchStream) cancelWatch(id int64) error {
 		return nil
 	}
 	sw.w.Close()
-	return st.sendLocked(&pb.WatchResponse{Header: st.s.fill(nil), WatchId: id, Canceled: true})
+	return st.sendLocked(&pb.WatchResponse{Header: st.s.hdr.fill(nil), WatchId: id, Canceled: true})
 }

@@ -497,7 +497,13 @@ func (k *kubeRun) compactor(ctx context.Context, c *clientv3.Client) {
 		}
 		if prev > 0 {
 			at := time.Since(k.start)
-			if _, err := c.Compact(ctx, prev); err == nil {
+			// Not cancelled with the load's end: a compaction the server
+			// applies is always recorded, so verify reads at the revision
+			// compacted last.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			_, err := c.Compact(cctx, prev)
+			cancel()
+			if err == nil {
 				k.compactions.Add(1)
 				k.mu.Lock()
 				k.compacted = append(k.compacted, at)
