@@ -82,12 +82,7 @@ func saveSnapshot(ctx context.Context, c *clientv3.Client, dir string) (float64,
 // StartServer has no call for, so it sets up the process as StartServer
 // does.
 func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Duration, int64, error) {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(stopTimeout):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+	if !s.terminate() {
 		return 0, 0, fmt.Errorf("%w: %s did not stop within %s of SIGTERM", ErrKubeLoad, s.Kind, stopTimeout)
 	}
 	log, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0)

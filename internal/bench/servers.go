@@ -276,17 +276,26 @@ func (s *Server) Stop() error {
 	case <-s.done:
 		err = fmt.Errorf("bench: %s had exited (%v); its log:\n%s", s.Kind, s.waitErr, s.LogTail())
 	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(stopTimeout):
-			_ = s.cmd.Process.Kill()
-			<-s.done
+		if !s.terminate() {
 			err = fmt.Errorf("bench: %s did not stop within %s of SIGTERM: killed", s.Kind, stopTimeout)
 		}
 	}
 	os.RemoveAll(s.dir)
 	return err
+}
+
+// terminate sends SIGTERM and waits for the process to exit, killing it
+// after stopTimeout; it reports whether the process stopped by itself.
+func (s *Server) terminate() bool {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return true
+	case <-time.After(stopTimeout):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return false
+	}
 }
 
 // LogTail returns the last lines of the server's output.
