@@ -269,8 +269,26 @@ restart_killed() {
   check "killed member s$KILLED serves again" wait_etcd "${ENDPOINTS[$((KILLED - 1))]}"
 }
 
+# new_leader waits (up to 20 s) until a surviving member reports a leader
+# other than the killed one: writes issued inside the election fail with
+# "request timed out" on etcd too, and kubectl create does not retry them.
+new_leader() {
+  for _ in $(seq 1 40); do
+    for i in 1 2 3; do
+      [ "$i" = "$KILLED" ] && continue
+      local lead
+      lead=$(curl -sf "$SCHEME://${ENDPOINTS[$((i - 1))]}/v3/maintenance/status" -d '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin).get("leader", 0))') || continue
+      if [ -n "$lead" ] && [ "$lead" != 0 ] && [ "$lead" != "$KILLED_ID" ]; then return 0; fi
+    done
+    sleep 0.5
+  done
+  return 1
+}
+
 cluster_mid() {
+  KILLED_ID=$(curl -sf "$SCHEME://${ENDPOINTS[0]}/v3/maintenance/status" -d '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader"])')
   kill_leader
+  check "a new leader is elected" new_leader
   check "writes go on with the leader down" k -n strata-$MODE create configmap during-kill --from-literal=x=1
   restart_killed
 }
