@@ -210,6 +210,16 @@ func (c *checker) add(key string, v *value, rule string) {
 	c.problems = append(c.problems, &FieldError{Key: key, Value: v.shown(), Rule: rule})
 }
 
+// codecNames checks that every item of the list v, at key, is a codec name
+// (a string; its value is checked when the Config is validated).
+func (c *checker) codecNames(key string, v *value) {
+	for i, item := range v.list {
+		if item.kind != kindString {
+			c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a codec name")
+		}
+	}
+}
+
 // checkTree checks a parsed file against Config's keys and types. The
 // top level takes RocksDB's names too.
 func checkTree(root *value) *checker {
@@ -295,20 +305,12 @@ func (c *checker) value(key string, v *value, spec keySpec) {
 			c.add(key, v, "expected a list of codec names")
 			return
 		}
-		for i, item := range v.list {
-			if item.kind != kindString {
-				c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a codec name")
-			}
-		}
+		c.codecNames(key, v)
 	case keyCodecList:
 		switch v.kind {
 		case kindNull: // an empty list
 		case kindList:
-			for i, item := range v.list {
-				if item.kind != kindString {
-					c.add(fmt.Sprintf("%s[%d]", key, i), item, "expected a codec name")
-				}
-			}
+			c.codecNames(key, v)
 		default:
 			c.add(key, v, "expected a list of codec names, L0 first")
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -92,18 +91,11 @@ func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Dur
 	defer log.Close()
 	old := s.cmd
 	s.cmd = exec.Command(old.Path, old.Args[1:]...)
-	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr = old.Env, log, log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	s.done, s.waitErr = make(chan struct{}), nil
+	s.cmd.Env = old.Env
 	t0 := time.Now()
-	if err := s.cmd.Start(); err != nil {
-		close(s.done)
+	if err := s.launch(log); err != nil {
 		return 0, 0, fmt.Errorf("%w: restarting %s: %w", ErrKubeLoad, s.Kind, err)
 	}
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		s.waitErr = cmd.Wait()
-		close(done)
-	}(s.cmd, s.done)
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)

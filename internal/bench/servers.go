@@ -116,7 +116,6 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		Endpoint: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		dir:      dir,
 		logPath:  filepath.Join(dir, "server.log"),
-		done:     make(chan struct{}),
 	}
 	s.URL = "http://" + s.Endpoint
 	peer := fmt.Sprintf("127.0.0.1:%d", ports[1])
@@ -164,22 +163,33 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		return nil, s.fail(err)
 	}
 	defer log.Close()
-	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.Env = append(os.Environ(), env...)
-	// The server dies with the benchmark, whatever kills it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	if err := s.launch(log); err != nil {
 		return nil, s.fail(err)
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.done)
-	}()
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// launch starts s.cmd with its output going to log, dying with the
+// benchmark whatever kills it, and watches for its exit (s.done,
+// s.waitErr). StartServer and a restart in place share it.
+func (s *Server) launch(log *os.File) error {
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.done, s.waitErr = make(chan struct{}), nil
+	if err := s.cmd.Start(); err != nil {
+		close(s.done)
+		return err
+	}
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		s.waitErr = cmd.Wait()
+		close(done)
+	}(s.cmd, s.done)
+	return nil
 }
 
 // fail removes the data directory of a server that did not start and
