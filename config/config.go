@@ -190,6 +190,29 @@ type Config struct {
 	// (Pebble's LBaseMaxBytes). 1..1048576. The default value is 256.
 	MaxBytesForLevelBaseMB int64 `toml:"max_bytes_for_level_base_mb" yaml:"max_bytes_for_level_base_mb" json:"max_bytes_for_level_base_mb"`
 
+	// EnableBlobFiles keeps values of at least min_blob_size bytes in blob
+	// files apart from the keys (RocksDB's integrated BlobDB, Pebble's value
+	// separation). A compaction then moves a reference to the value, not the
+	// value, so a large value is written about once instead of once per
+	// level, and a scan of keys alone reads no values. Reads of a separated
+	// value take one more block lookup. Blob files take the codec and block
+	// size of the level they are written for. The default value is false
+	// (`strata serve` turns it on: see config.ServeDefault).
+	EnableBlobFiles bool `toml:"enable_blob_files" yaml:"enable_blob_files" json:"enable_blob_files"`
+
+	// MinBlobSize is the smallest value, in bytes, kept in a blob file when
+	// enable_blob_files is set; smaller values stay in the tables. 0 (RocksDB's
+	// default) separates every value. 0..1073741824. The default value is 0.
+	MinBlobSize int64 `toml:"min_blob_size" yaml:"min_blob_size" json:"min_blob_size"`
+
+	// EnableBlobGarbageCollection rewrites blob files once a fifth of their
+	// values are no longer referenced and they are at least five minutes
+	// old, so that deleted and overwritten values give their space back
+	// (Pebble's blob rewrite compactions, TargetGarbageRatio 0.2). With
+	// false a blob file is deleted only when no key references any of its
+	// values. The default value is false.
+	EnableBlobGarbageCollection bool `toml:"enable_blob_garbage_collection" yaml:"enable_blob_garbage_collection" json:"enable_blob_garbage_collection"`
+
 	// UseDirectReads reads table files with O_DIRECT, bypassing the OS page
 	// cache. The default value is false.
 	UseDirectReads bool `toml:"use_direct_reads" yaml:"use_direct_reads" json:"use_direct_reads"`

@@ -37,7 +37,7 @@ func allChanged() *Config {
 		DBPath:                           "/srv/strata/db",
 		WALDir:                           "/nvme1/strata-wal",
 		WALFailoverDir:                   "/nvme2/strata-wal",
-		DBPaths:                          []DBPath{{"/nvme2/strata", 500 << 30}, {"/hdd/strata", 4 << 40}},
+		DBPaths:                          []DBPath{{"/nvme2/strata", 500 << 30}}, // one path: blob files are on
 		CompressionDefault:               "snappy",
 		CompressionBottommost:            "zstd:9",
 		CompressionLevels:                []string{"none", "none", "lz4", "lz4", "zstd:1", "zstd", "zstd:9"},
@@ -58,6 +58,9 @@ func allChanged() *Config {
 		DynamicLevelBytes:                false,
 		TargetFileSizeBaseMB:             128,
 		MaxBytesForLevelBaseMB:           1024,
+		EnableBlobFiles:                  true,
+		MinBlobSize:                      2048,
+		EnableBlobGarbageCollection:      true,
 		UseDirectReads:                   true,
 		UseDirectIOForFlushAndCompaction: true,
 		DirectIOFallback:                 true,

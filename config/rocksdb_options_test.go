@@ -101,7 +101,7 @@ func TestRocksDBOptionsNotes(t *testing.T) {
 		"write_buffer_size=536870912",
 		"index_type=kBinarySearch",
 		"filter_policy=bloomfilter:14:false",
-		"# strata: db_paths=/nvme2/strata:536870912000,/hdd/strata:4398046511104",
+		"# strata: db_paths=/nvme2/strata:536870912000",
 		"# strata: wal_failover_dir=/nvme2/strata-wal",
 		"# strata: enable_wal=false",
 	} {

@@ -138,6 +138,15 @@ func (v *validator) syncNeedsWAL(c *Config, f *field) {
 	}
 }
 
+// blobFilesOnOnePath rejects blob files with a tiered layout: the tiering
+// mover places a blob file by the level it was written for and never moves
+// it down, so flushed values would stay on the first path past its target.
+func (v *validator) blobFilesOnOnePath(c *Config, f *field) {
+	if c.EnableBlobFiles && len(c.DBPaths) > 1 {
+		v.add(f.key, c.EnableBlobFiles, fmt.Sprintf("cannot be used with db_paths (%d paths): blob files stay on the path they were written to; set enable_blob_files = false, or use one path", len(c.DBPaths)))
+	}
+}
+
 // walFailoverDir rejects a failover directory that is the WAL directory
 // itself (wal_dir, or db_path when wal_dir is empty): failing over to it
 // would change nothing.

@@ -29,11 +29,15 @@ type Metrics struct {
 	// UserBytesIn is the logical bytes written by the user (the WAL's bytes
 	// in; with the WAL disabled, the bytes flushed to L0).
 	UserBytesIn uint64
-	// TableBytesWritten is the bytes written to tables by flushes and
-	// compactions, rewrites included.
+	// TableBytesWritten is the bytes written to tables and blob files by
+	// flushes and compactions, rewrites included.
 	TableBytesWritten uint64
 	// DiskUsageBytes is the space used by tables, WAL and metadata files.
 	DiskUsageBytes uint64
+
+	// BlobFiles describes the values kept apart from the keys
+	// (enable_blob_files); zero without.
+	BlobFiles BlobMetrics
 
 	BlockCache CacheMetrics
 	Filter     FilterMetrics
@@ -85,8 +89,23 @@ type LevelMetrics struct {
 	// rewrites them.
 	Mismatched int
 	// BytesIn is the bytes entering the level (from the WAL for L0, from the
-	// level above otherwise); BytesWritten the bytes of tables written to it.
+	// level above otherwise); BytesWritten the bytes of tables and blob
+	// files written for it.
 	BytesIn, BytesWritten uint64
+}
+
+// BlobMetrics describes the blob files of enable_blob_files.
+type BlobMetrics struct {
+	// Files and Bytes are the live blob files and their size on disk.
+	Files, Bytes uint64
+	// ValueBytes is the uncompressed size of every value in the live blob
+	// files; ReferencedValueBytes of those a key still refers to. The
+	// difference is garbage that rewriting the files would give back
+	// (enable_blob_garbage_collection).
+	ValueBytes, ReferencedValueBytes uint64
+	// Rewrites counts the blob files rewritten to drop garbage, in this
+	// process.
+	Rewrites int64
 }
 
 // CacheMetrics describes the block cache: Pebble's one cache, which holds
@@ -207,7 +226,7 @@ func (db *DB) metrics() (*Metrics, error) {
 			StoredCodec:  db.res.Codecs[l].PebbleProfile().Name,
 			TableCodecs:  map[string]int{},
 			BytesIn:      lm.TableBytesIn,
-			BytesWritten: lm.TableBytesFlushed + lm.TableBytesCompacted + lm.TableBytesIngested,
+			BytesWritten: lm.TableBytesFlushed + lm.TableBytesCompacted + lm.TableBytesIngested + lm.BlobBytesFlushed + lm.BlobBytesCompacted,
 		}
 		for _, t := range tables[l] {
 			name := "unknown"
@@ -230,6 +249,13 @@ func (db *DB) metrics() (*Metrics, error) {
 		m.WriteAmp = float64(m.TableBytesWritten) / float64(m.UserBytesIn)
 	}
 	m.DiskUsageBytes = pm.DiskSpaceUsage()
+	m.BlobFiles = BlobMetrics{
+		Files:                pm.BlobFiles.LiveCount,
+		Bytes:                pm.BlobFiles.LiveSize,
+		ValueBytes:           pm.BlobFiles.ValueSize,
+		ReferencedValueBytes: pm.BlobFiles.ReferencedValueSize,
+		Rewrites:             pm.Compact.BlobFileRewriteCount,
+	}
 	bc := pm.BlockCache
 	m.BlockCache = CacheMetrics{
 		CapacityBytes:         db.res.Cache.CapacityBytes,

@@ -56,6 +56,15 @@ func (db *DB) Stats() (string, error) {
 	if t := m.Tiering; t != nil {
 		writeTieringStats(&b, t)
 	}
+	if db.cfg.EnableBlobFiles {
+		bf := m.BlobFiles
+		fmt.Fprintf(&b, "Blob files (values of %d bytes and more): %d files, %.2f MB on disk; %.2f MB of values, %.2f MB still referenced",
+			max(1, db.cfg.MinBlobSize), bf.Files, mb(int64(bf.Bytes)), mb(int64(bf.ValueBytes)), mb(int64(bf.ReferencedValueBytes)))
+		if !db.cfg.EnableBlobGarbageCollection {
+			b.WriteString(" (enable_blob_garbage_collection = false: garbage stays until no key refers to a file)")
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "Disk usage %.2f MB\n", mb(int64(m.DiskUsageBytes)))
 
 	fmt.Fprintf(&b, "\nThis process, since it opened the database %s ago (counters start at zero at every open: a new process such as `strata stats` shows only its own work, not the database's history):\n",

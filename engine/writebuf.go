@@ -20,14 +20,15 @@ import (
 // at most).
 const tableWriteBufferSize = 256 << 10
 
-// tableWriteBufferFS collects the writes to table files (*.sst) created
-// through it into tableWriteBufferSize chunks. Every other file (the WAL,
-// the MANIFEST, OPTIONS) passes through untouched, as do reads.
+// tableWriteBufferFS collects the writes to table and blob files (*.sst,
+// *.blob: both written block by block) created through it into
+// tableWriteBufferSize chunks. Every other file (the WAL, the MANIFEST,
+// OPTIONS) passes through untouched, as do reads.
 type tableWriteBufferFS struct{ vfs.FS }
 
 func (fs tableWriteBufferFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
-	if err != nil || !strings.HasSuffix(name, ".sst") {
+	if err != nil || !(strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")) {
 		return f, err
 	}
 	return &bufferedTableFile{File: f, buf: make([]byte, 0, tableWriteBufferSize)}, nil

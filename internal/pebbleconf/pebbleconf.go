@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -62,8 +63,43 @@ func Options(r *config.Resolved) *pebble.Options {
 		profile := r.Codecs[i].PebbleProfile()
 		l.Compression = func() *sstable.CompressionProfile { return profile }
 	}
+	if cfg.EnableBlobFiles {
+		policy := valueSeparation(cfg)
+		opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return policy }
+	}
 	opts.EnsureDefaults()
 	return opts
+}
+
+// Blob file settings RocksDB has no option for, at the values CockroachDB
+// runs Pebble's value separation with.
+const (
+	// maxBlobReferenceDepth bounds how many overlapping blob files one
+	// table may reference before a compaction rewrites the values into new
+	// ones: a point read of a separated value looks in at most this many.
+	maxBlobReferenceDepth = 10
+	// blobRewriteMinimumAge keeps a young blob file, whose garbage may yet
+	// grow, from being rewritten.
+	blobRewriteMinimumAge = 5 * time.Minute
+	// blobGarbageRatio is the share of unreferenced values at which
+	// enable_blob_garbage_collection rewrites a blob file.
+	blobGarbageRatio = 0.2
+)
+
+// valueSeparation is RocksDB's integrated BlobDB (enable_blob_files,
+// min_blob_size, enable_blob_garbage_collection) as Pebble's policy.
+func valueSeparation(cfg *config.Config) pebble.ValueSeparationPolicy {
+	garbage := 1.0 // never rewrite: a blob file goes when nothing references it
+	if cfg.EnableBlobGarbageCollection {
+		garbage = blobGarbageRatio
+	}
+	return pebble.ValueSeparationPolicy{
+		Enabled:               true,
+		MinimumSize:           int(max(1, cfg.MinBlobSize)), // RocksDB's 0 is every value; Pebble's floor is 1
+		MaxBlobReferenceDepth: maxBlobReferenceDepth,
+		RewriteMinimumAge:     blobRewriteMinimumAge,
+		TargetGarbageRatio:    garbage,
+	}
 }
 
 // silent is a Pebble logger that drops informational lines; Fatalf still
