@@ -128,8 +128,10 @@ func defaultServer() ServerConfig {
 
 // ServeDefault returns the defaults of `strata serve`: Default() with
 // sync = true, since a server acknowledges writes to clients that cannot
-// tell a lost write from a failed one, and target_file_size_base_mb =
-// ServeTargetFileSizeMB.
+// tell a lost write from a failed one; target_file_size_base_mb =
+// ServeTargetFileSizeMB; and blob files for values of ServeMinBlobSize and
+// more, with the codec and block size that keep them as small as tables
+// would (ServeBlobCodec, ServeBlockSize).
 func ServeDefault() *Config {
 	c := Default()
 	c.Sync = true
@@ -137,17 +139,32 @@ func ServeDefault() *Config {
 	c.EnableBlobFiles = true
 	c.MinBlobSize = ServeMinBlobSize
 	c.EnableBlobGarbageCollection = true
+	c.CompressionDefault = ServeBlobCodec
+	c.BlockSize = ServeBlockSize
 	return c
 }
 
 // ServeMinBlobSize is the smallest value the server keeps in a blob file.
 // Kubernetes' objects of a kilobyte and more (pods of 10-20 KB, large
 // config maps and secrets) are then written about once, not once per level
-// as compactions carry them down: with pods of 13.7 KB that made the server
-// write 1.3-1.4x faster on a quarter less CPU. Smaller values (leases,
-// events, etcd's benchmark values of 256 B) stay in the tables, where a
-// read finds them without a second lookup.
+// as compactions carry them down, and a restart rebuilds the key index
+// without reading them. Smaller values (leases, events, etcd's benchmark
+// values of 256 B) stay in the tables, where a read finds them without a
+// second lookup.
 const ServeMinBlobSize = 1024
+
+// ServeBlobCodec and ServeBlockSize are the codec and block size of levels
+// 0-5, which a blob file takes from the level it is written for: values
+// leave the memtable into blob files once and stay there, so these, not
+// the bottommost level's zstd and 32 KB blocks, decide how small they are
+// kept. With lz4 and 4 KB blocks (a 14 KB pod alone in its block) pods took
+// twice the disk of zstd tables; zstd on 32 KB blocks keeps them as small.
+// The tables of levels 0-5 hold keys and small values only, and little of
+// them, so their codec costs little time.
+const (
+	ServeBlobCodec = "zstd"
+	ServeBlockSize = 32 << 10
+)
 
 // ServeTargetFileSizeMB is the server's table size. The revisioned store
 // appends at the end of its key space, so every flushed memtable overlaps
