@@ -31,6 +31,9 @@ each with a fresh temporary data directory, loads them and prints a table.
           3.7); medians of several passes, ratios, server CPU seconds per
           1000 requests, p90 and p99. By default each server runs on CPU 0
           and the load tool on CPU 1 (taskset), so the server has one core.
+          With --members 3, a 3-member Strata cluster against a 3-member
+          etcd 3.7 cluster, all members on CPU 0: writes and reads through
+          the leader and through a follower, CPU summed over the members.
   memory  etcd's storage memory benchmark: RSS after loading N keys with
           several versions through the v3 API.
 
@@ -139,6 +142,8 @@ type benchQPSOptions struct {
 	apis, ops    []string
 	valueSizes   []int
 	clients      []int
+	members      int
+	via          []string
 	passes       int
 	requests     int
 	single       int
@@ -155,10 +160,12 @@ type benchQPSOptions struct {
 func (o *benchQPSOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd34", "etcd37"})
 	fs.StringVar(&o.v3Peer, "v3-peer", "etcd37", "etcd the v3 rows compare with: etcd37 or etcd34")
-	fs.StringSliceVar(&o.apis, "apis", []string{"v2", "v3"}, "APIs: v2 (wrk) and v3 (clientv3)")
-	fs.StringSliceVar(&o.ops, "ops", []string{"read", "write"}, "operations: read and write")
+	fs.StringSliceVar(&o.apis, "apis", []string{"v2", "v3"}, "APIs: v2 (wrk) and v3 (clientv3); with --members 3: v3")
+	fs.StringSliceVar(&o.ops, "ops", []string{"read", "write"}, "operations: read (linearizable on v3), write and read-serializable (v3); with --members 3: write,read,read-serializable")
 	fs.IntSliceVar(&o.valueSizes, "value-sizes", []int{64, 256}, "value sizes in bytes")
 	fs.IntSliceVar(&o.clients, "clients", []int{1, 64, 256}, "concurrent clients")
+	fs.IntVar(&o.members, "members", 1, "members of each server: 1 runs servers alone; 3, 5 or 7 runs a Strata raft cluster against an etcd 3.7 cluster (v3 rows), every member on --server-cpus, their CPU summed")
+	fs.StringSliceVar(&o.via, "via", nil, "with --members 3: the member the requests go to, leader and follower, a row each (default both)")
 	fs.IntVar(&o.passes, "passes", 3, "passes over every row, alternating the servers; the table shows medians")
 	fs.IntVar(&o.requests, "requests", 20_000, "requests per v3 run with more than one client")
 	fs.IntVar(&o.single, "single-requests", 2_000, "requests per v3 run with one client")
@@ -179,7 +186,8 @@ func newBenchQPSCommand() *cobra.Command {
 		Example: `  strata bench qps --format markdown
   strata bench qps --pin=false   # server and load tool share every CPU
   strata bench qps --servers etcd34 --apis v2 --passes 1   # etcd alone
-  strata bench qps --ops write --clients 64,256 --runs`,
+  strata bench qps --ops write --clients 64,256 --runs
+  strata bench qps --members 3 --value-sizes 256 --clients 64,256   # 3-member clusters`,
 		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -201,7 +209,7 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"--passes", o.passes}, {"--requests", o.requests}, {"--single-requests", o.single}} {
+	}{{"--passes", o.passes}, {"--requests", o.requests}, {"--single-requests", o.single}, {"--members", o.members}} {
 		if f.v < 1 {
 			problems = append(problems, fmt.Errorf("%s %d: must be >= 1", f.name, f.v))
 		}
@@ -213,15 +221,26 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 	if err != nil {
 		problems = append(problems, err)
 	}
+	// A cluster's defaults (v3 only; a serializable read too) are
+	// bench.QPSOptions's, where the flags were not given.
+	apis, ops := o.apis, o.ops
+	if o.members > 1 {
+		if !cmd.Flags().Changed("apis") {
+			apis = nil
+		}
+		if !cmd.Flags().Changed("ops") {
+			ops = nil
+		}
+	}
 	qo := bench.QPSOptions{
-		Servers: ks, V3Peer: peer, APIs: o.apis, Ops: o.ops, ValueSizes: o.valueSizes, Clients: o.clients,
-		Passes: o.passes, Requests: o.requests, SingleRequests: o.single, Duration: o.duration, Conns: o.conns, Pin: pin,
+		Servers: ks, V3Peer: peer, APIs: apis, Ops: ops, ValueSizes: o.valueSizes, Clients: o.clients,
+		Members: o.members, Via: o.via, Passes: o.passes, Requests: o.requests, SingleRequests: o.single, Duration: o.duration, Conns: o.conns, Pin: pin,
 		Serializable: o.serializable, RunTimeout: o.runTimeout, Dir: o.common.dir, Progress: cmd.ErrOrStderr(),
 	}
 	if err := errors.Join(append(problems, qo.Validate())...); err != nil {
 		return err
 	}
-	if slices.Contains(o.apis, bench.APIV2) {
+	if slices.Contains(qo.APIs, bench.APIV2) {
 		if qo.Wrk, err = bench.LookPath(o.wrk, "install wrk (apt-get install wrk) or pass --wrk PATH"); err != nil {
 			return err
 		}

@@ -22,6 +22,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "qps", "--server-cpus", "99"}, []string{`--server-cpus "99"`, "CPU 99 is not available"}},
 		{[]string{"bench", "qps", "--format", "yaml"}, []string{`"yaml"`, "table, markdown, json, csv"}},
 		{[]string{"bench", "qps", "extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"bench", "qps", "--members", "0"}, []string{"--members 0: must be >= 1"}},
+		{[]string{"bench", "qps", "--members", "3", "--apis", "v2,v3", "--via", "middle"}, []string{"api v2 with members 3", `via "middle"`}},
+		{[]string{"bench", "qps", "--via", "follower"}, []string{`via "follower" with members 1`}},
 		{[]string{"bench", "memory", "--keys", "0", "--key-sizes", "8", "--clients", "0"}, []string{"keys 0", "key size 8", "--clients 0"}},
 		{[]string{"bench", "memory", "--etcd", "/nonexistent/etcd"}, []string{"/nonexistent/etcd", "etcd-server"}},
 	} {

@@ -26,6 +26,11 @@ const (
 	// OpWrite writes one key: PUT /v2/keys/foo with value=..., or a v3
 	// Put of "foo".
 	OpWrite = "write"
+	// OpReadSerializable is a serializable v3 Range of "foo" (etcd's
+	// --consistency s): on a cluster, a follower answers it from its own
+	// store without asking the leader. The v2 API has no such read; its
+	// rows leave it out.
+	OpReadSerializable = "read-serializable"
 )
 
 // benchKey is the one key every QPS run reads or writes, as in etcd's
@@ -44,10 +49,21 @@ type QPSOptions struct {
 	V3Peer Kind
 	// APIs, Ops, ValueSizes and Clients span the rows. The defaults are
 	// v2 and v3; read and write; 64 and 256 bytes; 1, 64 and 256 clients.
+	// With Members > 1 they are v3 only, and write, read and
+	// read-serializable.
 	APIs       []string
 	Ops        []string
 	ValueSizes []int
 	Clients    []int
+	// Members is the number of members of each server: 1 (the default)
+	// runs servers alone; 3, 5 or 7 runs a raft cluster of Strata and one
+	// of etcd 3.7, every member pinned to the server CPUs, their CPU times
+	// summed. Cluster rows are v3 only.
+	Members int
+	// Via are the members a cluster row's requests go to, ViaLeader and
+	// ViaFollower, one row each; the default is both. Empty with Members
+	// 1.
+	Via []string
 	// Passes is the number of passes over all rows, each with freshly
 	// started servers; the table shows the medians. The default value is 3.
 	Passes int
@@ -91,11 +107,23 @@ func (o *QPSOptions) setDefaults() {
 	if o.V3Peer == "" {
 		o.V3Peer = KindEtcd37
 	}
+	if o.Members == 0 {
+		o.Members = 1
+	}
 	if len(o.APIs) == 0 {
 		o.APIs = []string{APIV2, APIV3}
+		if o.Members > 1 {
+			o.APIs = []string{APIV3}
+		}
 	}
 	if len(o.Ops) == 0 {
 		o.Ops = []string{OpRead, OpWrite}
+		if o.Members > 1 {
+			o.Ops = []string{OpWrite, OpRead, OpReadSerializable}
+		}
+	}
+	if len(o.Via) == 0 && o.Members > 1 {
+		o.Via = []string{ViaLeader, ViaFollower}
 	}
 	if len(o.ValueSizes) == 0 {
 		o.ValueSizes = []int{64, 256}
@@ -139,8 +167,28 @@ func (o *QPSOptions) Validate() error {
 		}
 	}
 	for _, op := range o.Ops {
-		if op != OpRead && op != OpWrite {
-			bad("op %q: allowed are read and write", op)
+		if op != OpRead && op != OpWrite && op != OpReadSerializable {
+			bad("op %q: allowed are read, write and read-serializable", op)
+		}
+	}
+	if o.Members != 1 && (o.Members < 3 || o.Members > 7 || o.Members%2 == 0) {
+		bad("members %d: allowed are 1 (servers alone), 3, 5 and 7 (raft clusters)", o.Members)
+	}
+	if o.Members > 1 {
+		if slices.Contains(o.APIs, APIV2) {
+			bad("api v2 with members %d: the v2 rows run on servers alone (members 1)", o.Members)
+		}
+		if o.V3Peer != KindEtcd37 {
+			bad("v3 peer %q with members %d: clusters are compared with etcd37 only", o.V3Peer, o.Members)
+		}
+	}
+	for _, v := range o.Via {
+		if o.Members == 1 {
+			bad("via %q with members 1: leader and follower rows need a cluster (members 3, 5 or 7)", v)
+			break
+		}
+		if v != ViaLeader && v != ViaFollower {
+			bad("via %q: allowed are leader and follower", v)
 		}
 	}
 	for _, v := range o.ValueSizes {
@@ -218,10 +266,20 @@ type QPSRow struct {
 	Op        string `json:"op"`
 	ValueSize int    `json:"value_size"`
 	Clients   int    `json:"clients"`
+	// Members is the number of members of each server, 1 for servers
+	// alone.
+	Members int `json:"members"`
+	// Via is the member of a cluster the requests go to, ViaLeader or
+	// ViaFollower; "" for servers alone.
+	Via string `json:"via,omitempty"`
 }
 
 func (r QPSRow) String() string {
-	return fmt.Sprintf("%s %s %dB c=%d", r.API, r.Op, r.ValueSize, r.Clients)
+	s := fmt.Sprintf("%s %s %dB c=%d", r.API, r.Op, r.ValueSize, r.Clients)
+	if r.Members > 1 {
+		s += fmt.Sprintf(" %dm via %s", r.Members, r.Via)
+	}
+	return s
 }
 
 // rows lists the table's rows in order.
@@ -232,9 +290,19 @@ func (o *QPSOptions) rows() []QPSRow {
 			continue
 		}
 		for _, op := range o.Ops {
+			if api == APIV2 && op == OpReadSerializable {
+				continue
+			}
 			for _, vs := range o.ValueSizes {
 				for _, c := range o.Clients {
-					out = append(out, QPSRow{api, op, vs, c})
+					row := QPSRow{API: api, Op: op, ValueSize: vs, Clients: c, Members: o.Members}
+					if o.Members == 1 {
+						out = append(out, row)
+					}
+					for _, via := range o.Via {
+						row.Via = via
+						out = append(out, row)
+					}
 				}
 			}
 		}
@@ -251,8 +319,18 @@ type QPSSample struct {
 	Result Result `json:"result"`
 	// Requests is the number of requests sent in the run.
 	Requests int `json:"requests_sent"`
-	// CPUSeconds is the server's CPU time (user + system) over the run.
+	// CPUSeconds is the server's CPU time (user + system) over the run,
+	// summed over the members of a cluster.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// Member is the member of a cluster the requests went to, "" for a
+	// server alone.
+	Member string `json:"member,omitempty"`
+	// MemberCPUSeconds is each member's share of CPUSeconds, in the
+	// order of their names, for a cluster.
+	MemberCPUSeconds []float64 `json:"member_cpu_seconds,omitempty"`
+	// LeaderChanged says the cluster had another leader after the run
+	// than before it: the run's figures include an election.
+	LeaderChanged bool `json:"leader_changed,omitempty"`
 }
 
 // CPUPer1000 is the server's CPU seconds per 1000 requests sent.
@@ -317,7 +395,7 @@ func RunQPS(ctx context.Context, o QPSOptions) (res *QPSResult, err error) {
 }
 
 func (o *QPSOptions) runPass(ctx context.Context, pass int, needed []Kind, runs int, res *QPSResult) (err error) {
-	servers := map[Kind]*Server{}
+	servers := map[Kind]*Cluster{}
 	defer func() {
 		for _, k := range needed {
 			if s := servers[k]; s != nil {
@@ -329,13 +407,17 @@ func (o *QPSOptions) runPass(ctx context.Context, pass int, needed []Kind, runs 
 	}()
 	for _, k := range rotate(needed, pass) {
 		fmt.Fprintf(o.Progress, "pass %d/%d: starting %s\n", pass+1, o.Passes, k)
-		s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{Pin: o.Pin})
+		c, err := StartCluster(ctx, k, o.Members, o.Programs, o.Dir, StartOptions{Pin: o.Pin})
 		if err != nil {
 			return err
 		}
-		servers[k] = s
-		res.Names[k] = s.Name
-		if err := warmUp(ctx, s); err != nil {
+		servers[k] = c
+		res.Names[k] = c.Name
+		leader, _, err := c.Target(ctx, ViaLeader)
+		if err != nil {
+			return err
+		}
+		if err := warmUp(ctx, leader); err != nil {
 			return err
 		}
 	}
@@ -347,8 +429,8 @@ func (o *QPSOptions) runPass(ctx context.Context, pass int, needed []Kind, runs 
 				return fmt.Errorf("pass %d, %s on %s: %w", pass+1, row, servers[k].Name, err)
 			}
 			res.Samples = append(res.Samples, smp)
-			fmt.Fprintf(o.Progress, "[%d/%d] pass %d %-20s %-12s %9.0f QPS  p90 %7.2f ms  p99 %7.2f ms  CPU %.3f s/1k req  errors %d\n",
-				len(res.Samples), runs, pass+1, row, smp.Name, smp.Result.QPS, ms(smp.Result.P90), ms(smp.Result.P99), smp.CPUPer1000(), smp.Result.Errors)
+			fmt.Fprintf(o.Progress, "[%d/%d] pass %d %-20s %-12s %9.0f QPS  p90 %7.2f ms  p99 %7.2f ms  CPU %.3f s/1k req  errors %d%s\n",
+				len(res.Samples), runs, pass+1, row, smp.Name, smp.Result.QPS, ms(smp.Result.P90), ms(smp.Result.P99), smp.CPUPer1000(), smp.Result.Errors, runNote(smp))
 		}
 	}
 	return nil
@@ -386,19 +468,43 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // hack/benchmark script makes it.
 func value(size int) string { return strings.Repeat("a", size) }
 
-// runOne runs row on s, measuring the server's CPU time around the run.
-func (o *QPSOptions) runOne(ctx context.Context, s *Server, row QPSRow) (QPSSample, error) {
-	smp := QPSSample{Row: row, Kind: s.Kind, Name: s.Name}
+// runNote is what a progress line adds for a cluster run: the member
+// loaded, and a leader change.
+func runNote(smp QPSSample) string {
+	if smp.Member == "" {
+		return ""
+	}
+	note := "  on " + smp.Member
+	if smp.LeaderChanged {
+		note += "  LEADER CHANGED during the run"
+	}
+	return note
+}
+
+// runOne runs row on c, sending the requests to the member row.Via names
+// and measuring the CPU time of every member around the run.
+func (o *QPSOptions) runOne(ctx context.Context, c *Cluster, row QPSRow) (QPSSample, error) {
+	smp := QPSSample{Row: row, Kind: c.Kind, Name: c.Name}
 	n := o.Requests
 	if row.Clients == 1 {
 		n = o.SingleRequests
 	}
-	if row.Op == OpRead {
+	s, leader, err := c.Target(ctx, row.Via)
+	if err != nil {
+		return smp, err
+	}
+	if len(c.Members) > 1 {
+		smp.Member = s.Member
+	}
+	if row.Op != OpWrite {
+		// Through the member read, which has applied the write when it
+		// answers (Strata and etcd alike), so that a serializable read
+		// on a follower finds the key too.
 		if err := o.writeKey(ctx, s, row); err != nil {
 			return smp, err
 		}
 	}
-	cpu0, err := s.CPU()
+	cpu0, err := c.MemberCPU()
 	if err != nil {
 		return smp, err
 	}
@@ -417,11 +523,23 @@ func (o *QPSOptions) runOne(ctx context.Context, s *Server, row QPSRow) (QPSSamp
 	if err != nil {
 		return smp, err
 	}
-	cpu1, err := s.CPU()
+	cpu1, err := c.MemberCPU()
 	if err != nil {
 		return smp, err
 	}
-	smp.CPUSeconds = cpu1 - cpu0
+	for i := range cpu1 {
+		smp.CPUSeconds += cpu1[i] - cpu0[i]
+		if len(c.Members) > 1 {
+			smp.MemberCPUSeconds = append(smp.MemberCPUSeconds, cpu1[i]-cpu0[i])
+		}
+	}
+	if len(c.Members) > 1 {
+		now, err := c.Leader(ctx)
+		if err != nil {
+			return smp, err
+		}
+		smp.LeaderChanged = now != leader
+	}
 	return smp, nil
 }
 
@@ -440,7 +558,7 @@ func (o *QPSOptions) v3Load(s *Server, row QPSRow, n int) V3Load {
 		return l
 	}
 	var opts []clientv3.OpOption
-	if o.Serializable {
+	if o.Serializable || row.Op == OpReadSerializable {
 		opts = append(opts, clientv3.WithSerializable())
 	}
 	l.Op = func(ctx context.Context, kv clientv3.KV, _, _ int) error {

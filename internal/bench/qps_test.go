@@ -18,7 +18,7 @@ func TestQPSDefaultsAndRows(t *testing.T) {
 	if len(rows) != 24 {
 		t.Fatalf("%d rows, want 24 (2 APIs x 2 ops x 2 sizes x 3 client counts)", len(rows))
 	}
-	if rows[0] != (QPSRow{APIV2, OpRead, 64, 1}) || rows[23] != (QPSRow{APIV3, OpWrite, 256, 256}) {
+	if rows[0] != (QPSRow{APIV2, OpRead, 64, 1, 1, ""}) || rows[23] != (QPSRow{APIV3, OpWrite, 256, 256, 1, ""}) {
 		t.Errorf("first %v, last %v", rows[0], rows[23])
 	}
 	for _, r := range rows {
@@ -57,6 +57,49 @@ func TestQPSValidate(t *testing.T) {
 	}
 }
 
+// TestQPSClusterRows checks the rows and defaults of the three-member
+// table and what it refuses.
+func TestQPSClusterRows(t *testing.T) {
+	o := QPSOptions{Members: 3, ValueSizes: []int{256}, Clients: []int{64, 256}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rows := o.rows()
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 12 (3 ops x 2 client counts x leader and follower): %v", len(rows), rows)
+	}
+	if rows[0] != (QPSRow{APIV3, OpWrite, 256, 64, 3, ViaLeader}) || rows[1] != (QPSRow{APIV3, OpWrite, 256, 64, 3, ViaFollower}) ||
+		rows[11] != (QPSRow{APIV3, OpReadSerializable, 256, 256, 3, ViaFollower}) {
+		t.Errorf("rows %v", rows)
+	}
+	if got := o.targets(APIV3); !slices.Equal(got, []Kind{KindStrata, KindEtcd37}) {
+		t.Errorf("v3 targets %v", got)
+	}
+	if g := goalCPU(rows[4]); g != GoalCPUCluster {
+		t.Errorf("goal of %v: %v", rows[4], g)
+	}
+	// The v2 rows leave the serializable read out.
+	o = QPSOptions{Ops: []string{OpReadSerializable, OpRead}, ValueSizes: []int{64}, Clients: []int{1}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.rows(); len(got) != 3 || got[0] != (QPSRow{APIV2, OpRead, 64, 1, 1, ""}) {
+		t.Errorf("rows %v, want v2 read, v3 read-serializable, v3 read", got)
+	}
+
+	o = QPSOptions{Members: 2, APIs: []string{APIV2, APIV3}, V3Peer: KindEtcd34, Via: []string{"middle"}}
+	err := o.Validate()
+	for _, want := range []string{"members 2: allowed are 1", "api v2 with members 2", `v3 peer "etcd34" with members 2`, `via "middle"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+	o = QPSOptions{Via: []string{ViaLeader}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `via "leader" with members 1`) {
+		t.Errorf("via without a cluster: %v", err)
+	}
+}
+
 func TestRotate(t *testing.T) {
 	ks := []Kind{KindStrata, KindEtcd34}
 	if got := rotate(ks, 1); !slices.Equal(got, []Kind{KindEtcd34, KindStrata}) {
@@ -76,12 +119,14 @@ func TestGoal(t *testing.T) {
 		qr, cr float64
 		want   string
 	}{
-		{QPSRow{APIV2, OpRead, 64, 1}, 1, 0.8, "met"},
-		{QPSRow{APIV2, OpWrite, 64, 64}, 0.9, 0.81, "no: QPS < 1.0x, CPU > 0.8x"},
-		{QPSRow{APIV3, OpRead, 64, 64}, 2, 0.41, "no: CPU > 0.4x"},
-		{QPSRow{APIV3, OpWrite, 64, 256}, 1.5, 0.5, "met"},
-		{QPSRow{APIV3, OpWrite, 64, 256}, 1.5, 0.51, "no: CPU > 0.5x"},
-		{QPSRow{APIV3, OpWrite, 64, 256}, math.NaN(), math.NaN(), ""},
+		{QPSRow{APIV2, OpRead, 64, 1, 1, ""}, 1, 0.8, "met"},
+		{QPSRow{APIV2, OpWrite, 64, 64, 1, ""}, 0.9, 0.81, "no: QPS < 1.0x, CPU > 0.8x"},
+		{QPSRow{APIV3, OpRead, 64, 64, 1, ""}, 2, 0.41, "no: CPU > 0.4x"},
+		{QPSRow{APIV3, OpWrite, 64, 256, 1, ""}, 1.5, 0.5, "met"},
+		{QPSRow{APIV3, OpWrite, 64, 256, 1, ""}, 1.5, 0.51, "no: CPU > 0.5x"},
+		{QPSRow{APIV3, OpWrite, 64, 256, 1, ""}, math.NaN(), math.NaN(), ""},
+		{QPSRow{APIV3, OpWrite, 256, 64, 3, ViaFollower}, 1.1, 0.7, "met"},
+		{QPSRow{APIV3, OpReadSerializable, 256, 64, 3, ViaLeader}, 1.1, 0.71, "no: CPU > 0.7x"},
 	} {
 		if got := goal(c.row, c.qr, c.cr); got != c.want {
 			t.Errorf("goal(%v, %v, %v) = %q, want %q", c.row, c.qr, c.cr, got, c.want)

@@ -78,6 +78,9 @@ type Server struct {
 	Endpoint string
 	// URL is http://Endpoint, for the v2 API.
 	URL string
+	// Member is the server's name in its cluster (StartCluster), "" for
+	// a server alone.
+	Member string
 
 	cmd     *exec.Cmd
 	dir     string
@@ -94,7 +97,15 @@ type StartOptions struct {
 	// Pin runs the server on Pin.ServerCPUs; the zero Pinning leaves it
 	// unpinned.
 	Pin Pinning
+
+	// members, set by StartCluster, make the server member self of a
+	// cluster of them, on the addresses they list.
+	members []memberAddrs
+	self    int
 }
+
+// memberAddrs are one cluster member's name and loopback addresses.
+type memberAddrs struct{ name, client, peer string }
 
 // readyTimeout bounds how long a server may take to start answering.
 const readyTimeout = 60 * time.Second
@@ -106,19 +117,24 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: data directory: %w", kind, err)
 	}
-	ports, err := freePorts(2)
-	if err != nil {
+	var me memberAddrs
+	if len(so.members) > 0 {
+		me = so.members[so.self]
+	} else if ports, err := freePorts(2); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	} else {
+		me = memberAddrs{client: fmt.Sprintf("127.0.0.1:%d", ports[0]), peer: fmt.Sprintf("127.0.0.1:%d", ports[1])}
 	}
 	s := &Server{
 		Kind:     kind,
-		Endpoint: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		Endpoint: me.client,
+		Member:   me.name,
 		dir:      dir,
 		logPath:  filepath.Join(dir, "server.log"),
 	}
 	s.URL = "http://" + s.Endpoint
-	peer := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	peer := me.peer
 	var env []string
 	switch kind {
 	case KindStrata:
@@ -126,13 +142,16 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 			return nil, s.fail(errors.New("no strata executable given"))
 		}
 		conf := filepath.Join(dir, "strata.toml")
-		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s\n", filepath.Join(dir, "db"), s.Endpoint, p.StrataTOML)
+		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s\n%s", filepath.Join(dir, "db"), s.Endpoint, p.StrataTOML, strataClusterTOML(so.members, me))
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, s.fail(err)
 		}
 		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Strata, "serve", "--config", conf)
 		env = p.StrataEnv
 	case KindEtcd34:
+		if len(so.members) > 0 {
+			return nil, s.fail(errors.New("clusters are started of strata and etcd37 only"))
+		}
 		if p.Etcd == "" {
 			return nil, s.fail(errors.New("no etcd executable given"))
 		}
@@ -151,6 +170,9 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 			return nil, s.fail(errors.New("no etcd37 executable given"))
 		}
 		args := []string{"--data-dir", filepath.Join(dir, "data"), "--listen-client", s.Endpoint, "--listen-peer", peer}
+		if len(so.members) > 0 {
+			args = append(args, "--name", me.name, "--initial-cluster", etcdInitialCluster(so.members))
+		}
 		if so.QuotaBytes > 0 {
 			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
 		}
@@ -172,6 +194,31 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		return nil, err
 	}
 	return s, nil
+}
+
+// strataClusterTOML is the [cluster] section of member me of members, or
+// "" for a server alone. Every setting it leaves out is Strata's default,
+// which is etcd's: 100 ms heartbeats, 1 s election timeout, a snapshot
+// every 10,000 entries.
+func strataClusterTOML(members []memberAddrs, me memberAddrs) string {
+	if len(members) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[cluster]\nname = %q\nlisten_peer = %q\n", me.name, me.peer)
+	for _, m := range members {
+		fmt.Fprintf(&b, "[[cluster.members]]\nname = %q\npeer_url = \"http://%s\"\nclient_url = \"http://%s\"\n", m.name, m.peer, m.client)
+	}
+	return b.String()
+}
+
+// etcdInitialCluster is etcd's --initial-cluster of members.
+func etcdInitialCluster(members []memberAddrs) string {
+	parts := make([]string, len(members))
+	for i, m := range members {
+		parts[i] = m.name + "=http://" + m.peer
+	}
+	return strings.Join(parts, ",")
 }
 
 // launch starts s.cmd with its output going to log, dying with the

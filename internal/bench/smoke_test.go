@@ -50,17 +50,27 @@ func smokeServers(t *testing.T) (bench.Programs, []bench.Kind, string) {
 	}
 	p := bench.Programs{Etcd: etcd}
 	kinds := []bench.Kind{bench.KindEtcd34}
-	if c, _, err := admin.NewRootCommand().Find([]string{"serve"}); err == nil && c.Name() == "serve" {
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Strata, p.StrataEnv = self, []string{asStrata + "=1"}
+	if selfAsStrata(t, &p) {
 		kinds = append(kinds, bench.KindStrata)
 	} else {
 		t.Log("this build has no `strata serve`: smoke test on etcd alone")
 	}
 	return p, kinds, wrk
+}
+
+// selfAsStrata makes this test binary p's strata program, if this build
+// has `strata serve`, and says whether it has.
+func selfAsStrata(t *testing.T, p *bench.Programs) bool {
+	t.Helper()
+	if c, _, err := admin.NewRootCommand().Find([]string{"serve"}); err != nil || c.Name() != "serve" {
+		return false
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Strata, p.StrataEnv = self, []string{asStrata + "=1"}
+	return true
 }
 
 // v2Index is the modifiedIndex of /v2/keys/foo.

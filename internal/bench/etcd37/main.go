@@ -1,11 +1,17 @@
-// Command etcd37 runs a single-member etcd 3.7 (go.etcd.io/etcd/server/v3
-// embed, the version in Strata's go.mod) as a process of its own, the peer
-// of `strata bench` for the v3 API. etcd 3.7 ships no binary in Debian, and
+// Command etcd37 runs an etcd 3.7 member (go.etcd.io/etcd/server/v3 embed,
+// the version in Strata's go.mod) as a process of its own, the peer of
+// `strata bench` for the v3 API: a single-member cluster by default, or one
+// member of the cluster --initial-cluster lists. etcd 3.7 ships no binary in Debian, and
 // running it in the benchmark's process would mix its CPU time and memory
 // with the load generator's.
 //
 //	go build -o /tmp/etcd37 ./internal/bench/etcd37
 //	/tmp/etcd37 --data-dir /tmp/e37 --listen-client 127.0.0.1:2379 --listen-peer 127.0.0.1:2380
+//
+// A member of three, started beside e2 and e3 likewise:
+//
+//	/tmp/etcd37 --name e1 --data-dir /tmp/e1 --listen-client 127.0.0.1:2379 --listen-peer 127.0.0.1:2380 \
+//	  --initial-cluster e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384
 //
 // It serves until SIGTERM or SIGINT, then closes the server (finishing
 // in-flight requests) and exits. Every setting not given here is embed's
@@ -41,6 +47,9 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "warn", "etcd's log `LEVEL`: debug, info, warn or error")
 	progress := fs.Duration("watch-progress-notify-interval", 0, "etcd's --experimental-watch-progress-notify-interval; 0 is etcd's default (10m)")
 	noFsync := fs.Bool("unsafe-no-fsync", false, "etcd's --unsafe-no-fsync, as Kubernetes' storage tests run etcd")
+	name := fs.String("name", "default", "this member's `NAME` (etcd's --name); with --initial-cluster, one of its names")
+	initial := fs.String("initial-cluster", "", "every member's NAME=http://HOST:PORT peer URL, comma-separated (etcd's --initial-cluster); empty is a cluster of this member alone")
+	token := fs.String("initial-cluster-token", "etcd-cluster", "etcd's --initial-cluster-token")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,7 +73,12 @@ func run(args []string) error {
 	cfg.LogLevel = *logLevel
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.Name = *name
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if *initial != "" {
+		cfg.InitialCluster = *initial
+	}
+	cfg.InitialClusterToken = *token
 	if *quota > 0 {
 		cfg.QuotaBackendBytes = *quota
 	}

@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Cluster is the servers of one kind that a QPS pass measures as one: a
+// server alone, or the members of a replicated cluster (Strata's raft
+// cluster, or etcd's), whose CPU times are summed: a replicated write
+// costs CPU on every member, not only on the one that answers.
+type Cluster struct {
+	// Kind is which server the members are.
+	Kind Kind
+	// Name is the server and its version, with the number of members
+	// when there is more than one: "etcd 3.7.3, 3 members".
+	Name string
+	// Members are the servers, in the order of their names (s1, s2, ...).
+	Members []*Server
+}
+
+// Via names the member of a cluster a row's requests go to.
+const (
+	// ViaLeader sends them to the member every member names leader.
+	ViaLeader = "leader"
+	// ViaFollower sends them to the first member, by name, that is not
+	// the leader: writes are forwarded to the leader, linearizable reads
+	// ask it for its commit index, serializable reads are answered from
+	// the follower's own store.
+	ViaFollower = "follower"
+)
+
+// leaderTimeout bounds how long Leader waits for the members to agree.
+const leaderTimeout = 20 * time.Second
+
+// StartCluster starts n servers of kind (n = 1: a server alone, as
+// StartServer starts it; n > 1: members s1..sN of a new cluster, every
+// one pinned as so.Pin says) on free loopback ports, each with a data
+// directory of its own under parent, and returns once every member
+// answers /health, which on a cluster member means it knows a leader.
+func StartCluster(ctx context.Context, kind Kind, n int, p Programs, parent string, so StartOptions) (*Cluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: members %d: must be >= 1", ErrOptions, n)
+	}
+	if n == 1 {
+		s, err := StartServer(ctx, kind, p, parent, so)
+		if err != nil {
+			return nil, err
+		}
+		return &Cluster{Kind: kind, Name: s.Name, Members: []*Server{s}}, nil
+	}
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	members := make([]memberAddrs, n)
+	for i := range members {
+		members[i] = memberAddrs{
+			name:   fmt.Sprintf("s%d", i+1),
+			client: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
+			peer:   fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
+		}
+	}
+	// A member is healthy once it knows a leader, which needs a majority
+	// running: the members start together.
+	c := &Cluster{Kind: kind, Members: make([]*Server, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range members {
+		mo := so
+		mo.members, mo.self = members, i
+		wg.Go(func() { c.Members[i], errs[i] = StartServer(ctx, kind, p, parent, mo) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.stopStarted()
+		return nil, err
+	}
+	c.Name = fmt.Sprintf("%s, %d members", c.Members[0].Name, n)
+	return c, nil
+}
+
+// stopStarted stops the members that did start, after another did not.
+func (c *Cluster) stopStarted() {
+	for _, s := range c.Members {
+		if s != nil {
+			_ = s.Stop()
+		}
+	}
+}
+
+// Stop stops every member (Server.Stop), reporting every error.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, s := range c.Members {
+		errs = append(errs, s.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// MemberCPU is the CPU time in seconds each member has used so far, in
+// the order of Members.
+func (c *Cluster) MemberCPU() ([]float64, error) {
+	out := make([]float64, len(c.Members))
+	for i, s := range c.Members {
+		cpu, err := s.CPU()
+		if err != nil {
+			return nil, fmt.Errorf("bench: CPU time of %s %s: %w", c.Kind, s.Member, err)
+		}
+		out[i] = cpu
+	}
+	return out, nil
+}
+
+// Leader returns the index in Members of the member every member names
+// leader, waiting up to 20 s for them to agree (during an election they
+// do not); a server alone is its own leader.
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	if len(c.Members) == 1 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaderTimeout)
+	defer cancel()
+	var last error
+	for {
+		i, err := c.agreedLeader(ctx)
+		if err == nil {
+			return i, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("bench: the members of %s named no common leader within %s (last: %w)", c.Name, leaderTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// agreedLeader asks every member for its status once.
+func (c *Cluster) agreedLeader(ctx context.Context) (int, error) {
+	var leader uint64
+	ids := map[uint64]int{}
+	for i, s := range c.Members {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: time.Second, Logger: nopLogger})
+		if err != nil {
+			return 0, err
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cli.Status(sctx, s.Endpoint)
+		cancel()
+		cli.Close()
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("status of %s: %w", s.Member, err)
+		case st.Leader == 0:
+			return 0, fmt.Errorf("%s knows no leader", s.Member)
+		case leader != 0 && st.Leader != leader:
+			return 0, fmt.Errorf("%s names leader %x, another member %x", s.Member, st.Leader, leader)
+		}
+		leader = st.Leader
+		ids[st.Header.MemberId] = i
+	}
+	i, ok := ids[leader]
+	if !ok {
+		return 0, fmt.Errorf("the leader %x is none of the members", leader)
+	}
+	return i, nil
+}
+
+// Target returns the member a row's requests go to (via ViaLeader or
+// ViaFollower; "" is the server alone or the leader) and the index of the
+// leader when it was chosen.
+func (c *Cluster) Target(ctx context.Context, via string) (s *Server, leader int, err error) {
+	leader, err = c.Leader(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch via {
+	case "", ViaLeader:
+		return c.Members[leader], leader, nil
+	case ViaFollower:
+		for i, s := range c.Members {
+			if i != leader {
+				return s, leader, nil
+			}
+		}
+		return nil, 0, fmt.Errorf("%w: via follower: %s has no follower", ErrOptions, c.Name)
+	}
+	return nil, 0, fmt.Errorf("%w: via %q: allowed are leader and follower", ErrOptions, via)
+}
