@@ -7,6 +7,11 @@
 //	go build -o /tmp/etcd37 ./internal/bench/etcd37
 //	/tmp/etcd37 --data-dir /tmp/e37 --listen-client 127.0.0.1:2379 --listen-peer 127.0.0.1:2380
 //
+// With --name and --initial-cluster it is one member of a cluster, each
+// member its own process (the same flags start and restart it):
+//
+//	/tmp/etcd37 --name e1 --initial-cluster e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382 ...
+//
 // It serves until SIGTERM or SIGINT, then closes the server (finishing
 // in-flight requests) and exits. Every setting not given here is embed's
 // default, which is etcd's: fsync on every commit, snapshot-count 10000.
@@ -41,6 +46,9 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "warn", "etcd's log `LEVEL`: debug, info, warn or error")
 	progress := fs.Duration("watch-progress-notify-interval", 0, "etcd's --experimental-watch-progress-notify-interval; 0 is etcd's default (10m)")
 	noFsync := fs.Bool("unsafe-no-fsync", false, "etcd's --unsafe-no-fsync, as Kubernetes' storage tests run etcd")
+	name := fs.String("name", "default", "etcd's --name: this member's `NAME` in --initial-cluster")
+	initialCluster := fs.String("initial-cluster", "", "etcd's --initial-cluster, `NAME=http://HOST:PORT,...` (peer URLs); empty: this member alone")
+	snapshotCount := fs.Uint64("snapshot-count", 0, "etcd's --snapshot-count, `ENTRIES` applied between snapshots; 0 is etcd's default (10000)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,7 +72,14 @@ func run(args []string) error {
 	cfg.LogLevel = *logLevel
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.Name = *name
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if *initialCluster != "" {
+		cfg.InitialCluster = *initialCluster
+	}
+	if *snapshotCount > 0 {
+		cfg.SnapshotCount = *snapshotCount
+	}
 	if *quota > 0 {
 		cfg.QuotaBackendBytes = *quota
 	}
