@@ -112,7 +112,7 @@ func newProcess(m *memberproc.Member) *process {
 	return &process{m: m, cfg: &e2e.EtcdServerProcessConfig{Name: m.Name, DataDirPath: m.Dir, ClientURL: "http://" + m.Client}}
 }
 
-func (p *process) EndpointsGRPC() []string             { return []string{p.cfg.ClientURL} }
+func (p *process) EndpointsGRPC() []string              { return []string{p.cfg.ClientURL} }
 func (p *process) Config() *e2e.EtcdServerProcessConfig { return p.cfg }
 func (p *process) LazyFS() *e2e.LazyFS                  { return nil }
 func (p *process) IsRunning() bool                      { return p.m.Running() }

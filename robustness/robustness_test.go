@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sync/errgroup"
@@ -87,7 +88,8 @@ func (s summary) String() string {
 // injected by fp.
 func run(t *testing.T, lg *zap.Logger, kind string, c *memberproc.Cluster, fp *sigkillFailpoint, tf traffic.Traffic, profile traffic.Profile) (s summary) {
 	clus := frameworkCluster(c)
-	r, err := report.NewTestReport(lg, resultsDir(t), report.ServerDataPaths(clus), &report.TrafficDetail{ExpectUniqueRevision: tf.ExpectUniqueRevision()})
+	dir := resultsDir(t)
+	r, err := report.NewTestReport(lg, dir, report.ServerDataPaths(clus), &report.TrafficDetail{ExpectUniqueRevision: tf.ExpectUniqueRevision()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +167,16 @@ func run(t *testing.T, lg *zap.Logger, kind string, c *memberproc.Cluster, fp *s
 	result := validate.ValidateAndReturnVisualize(lg, validate.Config{ExpectRevisionUnique: tf.ExpectUniqueRevision()}, reports, persisted, 5*time.Minute)
 	if err := result.Error(); err != nil {
 		t.Error(err)
+		if result.Linearization.Model.Step != nil {
+			// etcd's Visualize draws only a linearizable history; the one
+			// that is not is the one to look at.
+			path := filepath.Join(dir, "history.html")
+			if err := porcupine.VisualizePath(result.Linearization.Model, result.Linearization.Info, path); err != nil {
+				t.Error(err)
+			} else {
+				t.Logf("porcupine's visualization of the history: %s", path)
+			}
+		}
 	} else {
 		r.SetVisualizer(result.Linearization.Visualize)
 	}

@@ -127,7 +127,10 @@ func StartStrata(repoRoot string, opts StrataOptions) (*Cluster, error) {
 		m.args = []string{bin, "serve", "--config", conf}
 		c.Members = append(c.Members, m)
 	}
-	return c, c.startAll()
+	if err := c.startAll(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Etcd37Options configures the etcd 3.7.3 members of StartEtcd37.
@@ -176,7 +179,10 @@ func StartEtcd37(repoRoot string, opts Etcd37Options) (*Cluster, error) {
 		}
 		c.Members = append(c.Members, m)
 	}
-	return c, c.startAll()
+	if err := c.startAll(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // newCluster makes the cluster's directory and builds the main package
@@ -202,7 +208,8 @@ func (c *Cluster) failStart(err error) error {
 }
 
 // startAll starts every member at once (the members of a new cluster wait
-// for each other) and waits until each serves.
+// for each other) and waits until each serves. If one does not, it stops
+// them all, keeping their directory and logs.
 func (c *Cluster) startAll() error {
 	errs := make([]error, len(c.Members))
 	var wg sync.WaitGroup
