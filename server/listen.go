@@ -45,8 +45,8 @@ func (s *Server) serve() error {
 		grpc.MaxRecvMsgSize(int(sc.MaxRequestBytes) + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(uint32(sc.MaxConcurrentStreams)),
-		grpc.ChainUnaryInterceptor(s.metrics.unary),
-		grpc.ChainStreamInterceptor(s.metrics.stream),
+		grpc.ChainUnaryInterceptor(s.metrics.unary, s.caughtUpUnary),
+		grpc.ChainStreamInterceptor(s.metrics.stream, s.caughtUpStream),
 		// Serve requests on a pool of goroutines whose stacks have already
 		// grown to what a request needs, instead of a new goroutine per
 		// stream that grows its stack (copying it) on every request: the

@@ -87,10 +87,7 @@ type StrataOptions struct {
 // opts.Members members of it in a new directory under the system's
 // temporary directory.
 func StartStrata(repoRoot string, opts StrataOptions) (*Cluster, error) {
-	if opts.Members < 1 {
-		return nil, fmt.Errorf("memberproc: Members = %d: must be 1 or more", opts.Members)
-	}
-	c, bin, err := newCluster(repoRoot, "./cmd/strata", "strata")
+	c, bin, err := newCluster(repoRoot, "./cmd/strata", "strata", opts.Members)
 	if err != nil {
 		return nil, err
 	}
@@ -147,10 +144,7 @@ type Etcd37Options struct {
 // StartEtcd37 builds internal/bench/etcd37 (etcd 3.7.3, embed) from the
 // repository at repoRoot and starts opts.Members members of one cluster.
 func StartEtcd37(repoRoot string, opts Etcd37Options) (*Cluster, error) {
-	if opts.Members < 1 {
-		return nil, fmt.Errorf("memberproc: Members = %d: must be 1 or more", opts.Members)
-	}
-	c, bin, err := newCluster(repoRoot, "./internal/bench/etcd37", "etcd37")
+	c, bin, err := newCluster(repoRoot, "./internal/bench/etcd37", "etcd37", opts.Members)
 	if err != nil {
 		return nil, err
 	}
@@ -185,9 +179,12 @@ func StartEtcd37(repoRoot string, opts Etcd37Options) (*Cluster, error) {
 	return c, nil
 }
 
-// newCluster makes the cluster's directory and builds the main package
-// pkg of the module at repoRoot into it.
-func newCluster(repoRoot, pkg, name string) (*Cluster, string, error) {
+// newCluster makes the directory of a cluster of members members and
+// builds the main package pkg of the module at repoRoot into it.
+func newCluster(repoRoot, pkg, name string, members int) (*Cluster, string, error) {
+	if members < 1 {
+		return nil, "", fmt.Errorf("memberproc: Members = %d: must be 1 or more", members)
+	}
 	dir, err := os.MkdirTemp("", "memberproc-")
 	if err != nil {
 		return nil, "", err
