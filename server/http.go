@@ -21,7 +21,7 @@ func (s *Server) httpHandler(gateway http.Handler) http.Handler {
 		mux.Handle(gatewayPrefix, gw)
 		mux.Handle(gatewayBetaPrefix, betaToV3(gw))
 	}
-	v2 := s.metrics.http("v2", http.HandlerFunc(s.v2Keys))
+	v2 := s.metrics.http("v2", s.caughtUpHTTP(http.HandlerFunc(s.v2Keys)))
 	mux.Handle(v2KeysPrefix, v2)
 	mux.Handle(v2KeysPrefix+"/", v2)
 	members := s.metrics.http("v2_members", http.HandlerFunc(s.v2Members))

@@ -17,6 +17,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -43,8 +45,8 @@ func (s *Server) serve() error {
 		grpc.MaxRecvMsgSize(int(sc.MaxRequestBytes) + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(uint32(sc.MaxConcurrentStreams)),
-		grpc.ChainUnaryInterceptor(s.metrics.unary),
-		grpc.ChainStreamInterceptor(s.metrics.stream),
+		grpc.ChainUnaryInterceptor(s.metrics.unary, s.caughtUpUnary),
+		grpc.ChainStreamInterceptor(s.metrics.stream, s.caughtUpStream),
 		// Serve requests on a pool of goroutines whose stacks have already
 		// grown to what a request needs, instead of a new goroutine per
 		// stream that grows its stack (copying it) on every request: the
@@ -72,6 +74,12 @@ func (s *Server) serve() error {
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{node: s.node, db: s.db, store: s.store, auth: s.auth, hdr: s.header()})
 	pb.RegisterClusterServer(s.grpc, &clusterServer{node: s.node, hdr: s.header()})
 	pb.RegisterAuthServer(s.grpc, &authServer{raft: s, auth: s.auth, hdr: s.header()})
+	// gRPC's standard health service, as etcd registers it (v3rpc's
+	// grpc.go): SERVING for every service once the server accepts
+	// requests. Clients and etcd's robustness tests check a member with it.
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, hs)
 
 	gateway, closeGateway, err := s.gateway()
 	if err != nil {

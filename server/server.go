@@ -84,6 +84,9 @@ type Server struct {
 	leaseIDs  atomic.Uint64
 	closeOnce sync.Once
 	closeErr  error
+	// caughtUp holds client requests back until the member has applied
+	// what the cluster committed before it started (ready.go).
+	caughtUp catchUp
 }
 
 // Start opens the store that cfg describes, starts listening on
@@ -161,7 +164,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	s.streams, s.cancelStreams = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.lease = newLessor(s)
+	s.caughtUp.done = make(chan struct{})
+	go s.awaitCaughtUp()
 	if err := s.serve(); err != nil {
+		s.cancelStreams()
 		return fail(err)
 	}
 	s.lease.start()

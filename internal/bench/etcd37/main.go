@@ -50,6 +50,7 @@ func run(args []string) error {
 	name := fs.String("name", "default", "this member's `NAME` (etcd's --name); with --initial-cluster, one of its names")
 	initial := fs.String("initial-cluster", "", "every member's NAME=http://HOST:PORT peer URL, comma-separated (etcd's --initial-cluster); empty is a cluster of this member alone")
 	token := fs.String("initial-cluster-token", "etcd-cluster", "etcd's --initial-cluster-token")
+	snapshotCount := fs.Uint64("snapshot-count", 0, "etcd's --snapshot-count, `ENTRIES` applied between snapshots; 0 is etcd's default (10000)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +80,9 @@ func run(args []string) error {
 		cfg.InitialCluster = *initial
 	}
 	cfg.InitialClusterToken = *token
+	if *snapshotCount > 0 {
+		cfg.SnapshotCount = *snapshotCount
+	}
 	if *quota > 0 {
 		cfg.QuotaBackendBytes = *quota
 	}
