@@ -85,9 +85,12 @@ func (s *Store) Export(version func(Version) error) (Exported, error) {
 	defer it.Close()
 	var last int64
 	for ok := it.First(); ok; ok = it.Next() {
-		r, err := decodeRevKey(it.Key())
+		r, index, err := decodeRevSlot(it.Key())
 		if err != nil {
 			return Exported{}, err
+		}
+		if index {
+			continue // the record says it all
 		}
 		rec, err := decodeRecord(it.Value())
 		if err != nil {

@@ -61,11 +61,12 @@ type History struct {
 // Finish. Nothing it writes
 // is a store until Finish returns (see ErrIncompleteLoad).
 type Loader struct {
-	db      *engine.DB
-	b       *engine.Batch
-	last    keyindex.Revision
-	leases  map[int64]bool
-	scratch []byte
+	db     *engine.DB
+	b      *engine.Batch
+	last   keyindex.Revision
+	leases map[int64]bool
+	// scratch and key hold a record's encoding and engine key.
+	scratch, key []byte
 }
 
 // MarkLoading marks db, which must hold nothing, as holding an
@@ -147,7 +148,13 @@ func (l *Loader) Put(v Version) error {
 		return fmt.Errorf("mvcc: load: revision %d.%d of %q: %w", rev.Main, rev.Sub, v.KV.Key, err)
 	}
 	l.last = rev
-	return l.put(revKey(rev), l.scratch)
+	// The record and its index record go in one batch (a put commits
+	// only after both).
+	var err error
+	if l.key, err = putRevision(l.b, l.key, rev, &rec, l.scratch); err != nil {
+		return fmt.Errorf("mvcc: load: %w", err)
+	}
+	return l.commitIfLarge()
 }
 
 // Aux records one aux write (see AuxWrite): the state the layer above
@@ -168,6 +175,11 @@ func (l *Loader) put(k, v []byte) error {
 	if err := l.b.Put(k, v); err != nil {
 		return fmt.Errorf("mvcc: load: %w", err)
 	}
+	return l.commitIfLarge()
+}
+
+// commitIfLarge commits the batch once it is large.
+func (l *Loader) commitIfLarge() error {
 	if l.b.Len() >= loadBatchBytes {
 		return l.commit()
 	}

@@ -266,7 +266,8 @@ func TestLoadRefusesBadHistory(t *testing.T) {
 }
 
 // TestExportLoad: what Export reads, loaded through a Loader, answers as
-// the original at every revision, leases and compaction included.
+// the original at every revision, leases and compaction included, and
+// opens from index records.
 func TestExportLoad(t *testing.T) {
 	src := historyStore(t)
 	l, err := NewLoader(openEngine(t, vfs.NewMem(), false))
@@ -300,6 +301,7 @@ func TestExportLoad(t *testing.T) {
 	}
 	defer dst.Close()
 	requireSameStore(t, src, dst)
+	checkRevisionKeys(t, dst.db, 0) // every version loaded has its index record
 }
 
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }

@@ -10,8 +10,9 @@ import (
 
 // The engine's key space, all owned by the Store:
 //
-//	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)  ->  record
-//	'x' aux key (the caller's, see AuxWrite)                ->  the caller's value
+//	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)      ->  record
+//	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian) 'i'  ->  index record
+//	'x' aux key (the caller's, see AuxWrite)                    ->  the caller's value
 //	'y' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
 //	'z' name                                                ->  8-byte big-endian int64
 //
@@ -26,13 +27,33 @@ import (
 // that stalled writes for seconds at a time once the store held a few
 // hundred MB. Aux keys (written only with the rare changes of auth state)
 // sort after the revisions too.
+//
+// Every revision has two keys, set in one batch and deleted in one batch:
+// its record, and right after it (the 17-byte key followed by one byte)
+// its index record, the record without its value: what Open needs to
+// rebuild the index (key, create_revision, version, lease, tombstone).
+// Open reads only the index records, so a restart does not read, fetch
+// from a blob file or decompress the values, which are nearly all of the
+// bytes stored (Kubernetes objects of 10-20 KB). The index record sits
+// beside its record rather than under a prefix of its own, so the key
+// space stays ordered by revision, for the reason above. A record with no
+// index record after it was written before index records existed: Open
+// decodes it whole, so such stores open without a migration. Everything
+// else that reads the revisions (ranges, watches, HashKV, export) reads
+// the records and skips the index records: HashKV hashes the records
+// only, so members that wrote index records and members that did not
+// hash alike.
 const (
 	revPrefix   = 'r'
 	auxPrefix   = 'x'
 	leasePrefix = 'y'
 	metaPrefix  = 'z'
 	revKeyLen   = 17
-	leaseKeyLen = 9
+	// revIndexKeyLen is the length of an index record's key: the
+	// revision key and revIndexSuffix.
+	revIndexKeyLen = revKeyLen + 1
+	revIndexSuffix = 'i'
+	leaseKeyLen    = 9
 
 	// oldLeasePrefix and oldMetaPrefix are where stores written before
 	// the layout above kept leases and metadata; Open moves them.
@@ -85,19 +106,44 @@ func appendRevKey(b []byte, r keyindex.Revision) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(r.Sub))
 }
 
-// decodeRevKey parses a revision key.
+// appendRevIndexKey appends the key of revision r's index record.
+func appendRevIndexKey(b []byte, r keyindex.Revision) []byte {
+	return append(appendRevKey(b, r), revIndexSuffix)
+}
+
+// decodeRevKey parses the key of a record.
 func decodeRevKey(k []byte) (keyindex.Revision, error) {
-	if len(k) != revKeyLen || k[0] != revPrefix {
+	if len(k) != revKeyLen {
 		return keyindex.Revision{}, fmt.Errorf("%w: revision key %x", ErrCorrupt, k)
 	}
-	r := keyindex.Revision{
+	r, _, err := decodeRevSlot(k)
+	return r, err
+}
+
+// isRevIndexKey reports whether k, a key under the revision prefix, is an
+// index record's.
+func isRevIndexKey(k []byte) bool { return len(k) == revIndexKeyLen && k[revKeyLen] == revIndexSuffix }
+
+// decodeRevSlot parses a key under the revision prefix: a record's key,
+// or an index record's (index is true).
+func decodeRevSlot(k []byte) (r keyindex.Revision, index bool, err error) {
+	switch {
+	case isRevIndexKey(k):
+		index = true
+	case len(k) != revKeyLen:
+		return keyindex.Revision{}, false, fmt.Errorf("%w: revision key %x", ErrCorrupt, k)
+	}
+	if k[0] != revPrefix {
+		return keyindex.Revision{}, false, fmt.Errorf("%w: revision key %x", ErrCorrupt, k)
+	}
+	r = keyindex.Revision{
 		Main: int64(binary.BigEndian.Uint64(k[1:9])),
 		Sub:  int64(binary.BigEndian.Uint64(k[9:17])),
 	}
 	if r.Main < 1 || r.Main > keyindex.MaxMain || r.Sub < 0 {
-		return keyindex.Revision{}, fmt.Errorf("%w: revision key %x: revision out of range", ErrCorrupt, k)
+		return keyindex.Revision{}, false, fmt.Errorf("%w: revision key %x: revision out of range", ErrCorrupt, k)
 	}
-	return r, nil
+	return r, index, nil
 }
 
 func encodeInt64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
@@ -127,6 +173,10 @@ func decodeInt64(name []byte, b []byte) (int64, error) {
 //
 // Every uvarint is minimally encoded, so a record has exactly one encoding
 // and decode(encode(r)) == r, encode(decode(b)) == b.
+//
+// A revision's index record (see the key space above) is its record's
+// encoding without the value (indexRecord): it decodes as the same record
+// with a nil value, with one decoder for both.
 type record struct {
 	key, value  []byte
 	create, mod int64
@@ -162,6 +212,10 @@ func appendRecord(b []byte, r *record) []byte {
 	}
 	return append(b, r.value...)
 }
+
+// indexRecord returns the index record of enc, the encoding of r: enc
+// without r's value. It aliases enc.
+func indexRecord(enc []byte, r *record) []byte { return enc[:len(enc)-len(r.value)] }
 
 // decodeRecord parses a record; key and value alias b. It accepts exactly
 // the records appendRecord produces for valid input and reports anything

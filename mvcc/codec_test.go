@@ -73,18 +73,30 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// FuzzDecodeRevKey: the revision key decoder never panics and round-trips.
+// FuzzDecodeRevKey: the decoders of the keys under the revision prefix
+// never panic and round-trip; a record's key is never taken for an index
+// record's, nor the reverse.
 func FuzzDecodeRevKey(f *testing.F) {
 	f.Add(revKey(keyindex.Revision{Main: 1}))
 	f.Add(revKey(keyindex.Revision{Main: 1 << 40, Sub: 7}))
+	f.Add(appendRevIndexKey(nil, keyindex.Revision{Main: 3, Sub: 1}))
 	f.Add([]byte("m/current_rev"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeRevKey(b)
+		if r, err := decodeRevKey(b); err == nil {
+			if again := revKey(r); !bytes.Equal(again, b) {
+				t.Fatalf("decodeRevKey(%x) = %+v re-encodes to %x", b, r, again)
+			}
+		}
+		r, index, err := decodeRevSlot(b)
 		if err != nil {
 			return
 		}
-		if again := revKey(r); !bytes.Equal(again, b) {
-			t.Fatalf("decodeRevKey(%x) = %+v re-encodes to %x", b, r, again)
+		again := revKey(r)
+		if index {
+			again = appendRevIndexKey(nil, r)
+		}
+		if !bytes.Equal(again, b) || index != isRevIndexKey(b) {
+			t.Fatalf("decodeRevSlot(%x) = %+v, index %v: re-encodes to %x", b, r, index, again)
 		}
 	})
 }

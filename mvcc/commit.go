@@ -234,9 +234,9 @@ var scratches = sync.Pool{New: func() any { return new(scratch) }}
 func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 	for i := range t.writes {
 		r := t.writes[i].record()
-		sc.key = appendRevKey(sc.key[:0], t.writes[i].rev)
 		sc.val = appendRecord(sc.val[:0], &r)
-		if err := eb.Put(sc.key, sc.val); err != nil {
+		var err error
+		if sc.key, err = putRevision(eb, sc.key, t.writes[i].rev, &r, sc.val); err != nil {
 			return nil, err
 		}
 		t.s.recs.add(t.writes[i].rev, sc.val)
@@ -404,4 +404,17 @@ func (s *Store) failure() error {
 		return *p
 	}
 	return nil
+}
+
+// putRevision adds to eb revision rev's record, enc (the encoding of r),
+// and its index record, which Open reads instead of the record (see
+// codec.go). key is scratch space for the engine keys, returned for
+// reuse.
+func putRevision(eb *engine.Batch, key []byte, rev keyindex.Revision, r *record, enc []byte) ([]byte, error) {
+	key = appendRevKey(key[:0], rev)
+	if err := eb.Put(key, enc); err != nil {
+		return key, err
+	}
+	key = append(key, revIndexSuffix)
+	return key, eb.Put(key, indexRecord(enc, r))
 }

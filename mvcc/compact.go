@@ -147,8 +147,13 @@ func (s *Store) compactStep(job *compactJob) error {
 	end := min(len(job.drops), job.pos+s.opts.CompactionBatchSize)
 	var key []byte
 	for _, r := range job.drops[job.pos:end] {
+		// The record and its index record (absent in a store written
+		// before index records: the deletion is then a no-op).
 		key = appendRevKey(key[:0], r)
 		if err := b.Delete(key); err != nil {
+			return err
+		}
+		if err := b.Delete(append(key, revIndexSuffix)); err != nil {
 			return err
 		}
 	}

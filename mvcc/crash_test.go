@@ -130,9 +130,12 @@ func storedRevisions(t *testing.T, db *engine.DB) []string {
 	defer it.Close()
 	var out []string
 	for ok := it.First(); ok; ok = it.Next() {
-		rev, err := decodeRevKey(it.Key())
+		rev, index, err := decodeRevSlot(it.Key())
 		if err != nil {
 			t.Fatal(err)
+		}
+		if index {
+			continue
 		}
 		rec, err := decodeRecord(it.Value())
 		if err != nil {

@@ -301,52 +301,6 @@ func (s *Store) readMeta(key []byte) (v int64, found bool, err error) {
 	return v, err == nil, err
 }
 
-// restore rebuilds the index from the revision keys, attaches each live
-// key whose latest version carries a lease to that lease, and returns the
-// largest revision found.
-func (s *Store) restore() (int64, error) {
-	it, err := s.db.NewIter(&engine.IterOptions{LowerBound: []byte{revPrefix}, UpperBound: []byte{revPrefix + 1}})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	var last keyindex.Revision
-	keyLease := map[string]int64{} // the latest version's lease, if any
-	for ok := it.First(); ok; ok = it.Next() {
-		rev, err := decodeRevKey(it.Key())
-		if err != nil {
-			return 0, err
-		}
-		rec, err := decodeRecord(it.Value())
-		if err != nil {
-			return 0, fmt.Errorf("mvcc: Open: revision %d.%d: %w", rev.Main, rev.Sub, err)
-		}
-		if rec.mod != rev.Main {
-			return 0, fmt.Errorf("mvcc: Open: %w: revision %d.%d holds mod_revision %d", ErrCorrupt, rev.Main, rev.Sub, rec.mod)
-		}
-		if err := s.ix.Restore(rec.key, rev, rec.tomb, rec.create, rec.version); err != nil {
-			return 0, fmt.Errorf("mvcc: Open: %w: revision %d.%d of %q: %w", ErrCorrupt, rev.Main, rev.Sub, rec.key, err)
-		}
-		if rec.lease != 0 {
-			keyLease[string(rec.key)] = rec.lease
-		} else if len(keyLease) > 0 {
-			delete(keyLease, string(rec.key))
-		}
-		last = rev
-	}
-	if err := it.Error(); err != nil {
-		return 0, fmt.Errorf("mvcc: Open: scan revisions: %w", err)
-	}
-	for k, id := range keyLease {
-		// A revoke deletes the keys and the lease in one batch, so a
-		// missing lease means the data is damaged.
-		if err := s.leases.attach(k, id); err != nil {
-			return 0, fmt.Errorf("mvcc: Open: %w: key %q: %w", ErrCorrupt, k, err)
-		}
-	}
-	return last.Main, nil
-}
-
 // Rev returns the current revision (etcd's header revision): 1 for an
 // empty store, then the revision of the last acknowledged write.
 func (s *Store) Rev() int64 {

@@ -548,9 +548,12 @@ func (s *Store) history(w *Watcher, next int64) (evs []wevent, upTo int64, err e
 	upTo = cur
 	lastMain := int64(-1)
 	for ok := it.First(); ok; ok = it.Next() {
-		rev, err := decodeRevKey(it.Key())
+		rev, index, err := decodeRevSlot(it.Key())
 		if err != nil {
 			return nil, 0, err
+		}
+		if index {
+			continue
 		}
 		if rev.Main != lastMain && len(evs) >= historyBatch {
 			upTo = lastMain
