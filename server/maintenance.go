@@ -57,7 +57,8 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 
 // dbSizes returns the database's size on disk (tables, live WAL files
 // and metadata; etcd's dbSize, its file's size) and in use (the live
-// tables and WAL; etcd's dbSizeInUse), at least 1 each, as etcd's are.
+// tables, the referenced part of the blob files and the WAL; etcd's
+// dbSizeInUse), at least 1 each, as etcd's are.
 // The WAL files Pebble keeps for reuse are left out of the size: they
 // hold no data, and counting them made a new, nearly empty database
 // report as much as its memtables hold (several MB per recycled file).
@@ -68,9 +69,20 @@ func dbSizes(db *engine.DB) (size, inUse int64) {
 		for _, l := range em.Levels {
 			inUse += l.Bytes
 		}
+		inUse += blobBytesInUse(em.BlobFiles)
 		inUse = max(1, min(inUse, size))
 	}
 	return size, inUse
+}
+
+// blobBytesInUse is the share of the blob files' bytes on disk that keys
+// still refer to: the rest is garbage that a blob rewrite or a full
+// compaction (Defragment) gives back, as etcd's free pages.
+func blobBytesInUse(b engine.BlobMetrics) int64 {
+	if b.ValueBytes == 0 {
+		return 0
+	}
+	return int64(float64(b.Bytes) * float64(b.ReferencedValueBytes) / float64(b.ValueBytes))
 }
 
 // Defragment is what etcd's defragmentation is for, giving the space of
