@@ -104,6 +104,11 @@ type KubeResult struct {
 	// ListCPUSeconds is the server's CPU time over the list (0 without
 	// KubeLoad.CPU).
 	ListCPUSeconds float64
+	// P99ByKind is the 99th percentile latency of each kind of request
+	// the apiserver sends, one by one: "create" and "update" (each txn,
+	// a conflict's retry included), "event" (a put on the event lease),
+	// "list page" (a Range of 500 of the final list).
+	P99ByKind map[string]time.Duration
 	// LastRevision is the store's revision at the end.
 	LastRevision int64
 	// Seconds is the load's time line.
@@ -206,7 +211,7 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 		return res, err
 	}
 	t0 := time.Now()
-	res.ListKeys, err = listAll(ctx, admin, "/registry/pods/", 500)
+	res.ListKeys, err = listAll(ctx, admin, "/registry/pods/", 500, k.timed)
 	res.ListSeconds = time.Since(t0).Seconds()
 	if err != nil {
 		return res, err
@@ -216,6 +221,7 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 		return res, err
 	}
 	res.ListCPUSeconds = cpu1 - cpu0
+	res.P99ByKind = k.p99ByKind()
 	if res.ListKeys != l.Pods {
 		return res, fmt.Errorf("%w: the list returned %d pods, want %d", ErrKubeLoad, res.ListKeys, l.Pods)
 	}
@@ -269,6 +275,7 @@ type kubeRun struct {
 
 	mu          sync.Mutex
 	latencies   []kubeLatency
+	byKind      map[string][]time.Duration // each request's latency, by kind (requestKinds)
 	compacted   []time.Duration // offsets of compaction requests
 	compactedTo int64           // the revision of the last compaction
 	phases      []phaseMark
@@ -280,6 +287,36 @@ type kubeRun struct {
 	compactions atomic.Int64
 	done        atomic.Int64
 	lease       kubeLease
+}
+
+// requestKinds are the kinds of request KubeResult.P99ByKind reports,
+// in the order of the table.
+var requestKinds = []string{"create", "update", "event", "list page"}
+
+// timed runs one request of kind and records its latency.
+func (k *kubeRun) timed(kind string, req func() error) error {
+	t0 := time.Now()
+	err := req()
+	took := time.Since(t0)
+	k.mu.Lock()
+	if k.byKind == nil {
+		k.byKind = map[string][]time.Duration{}
+	}
+	k.byKind[kind] = append(k.byKind[kind], took)
+	k.mu.Unlock()
+	return err
+}
+
+// p99ByKind is the 99th percentile of each kind's recorded latencies.
+func (k *kubeRun) p99ByKind() map[string]time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]time.Duration, len(k.byKind))
+	for kind, d := range k.byKind {
+		slices.Sort(d)
+		out[kind] = percentile(d, 99)
+	}
+	return out
 }
 
 // kubeLatency is one completed write: when it completed and how long it took.
@@ -338,10 +375,14 @@ func (k *kubeRun) phase(ctx context.Context, conns []*clientv3.Client, name stri
 // create writes pod i as the apiserver creates an object.
 func (k *kubeRun) create(ctx context.Context, c *clientv3.Client, _, i int) error {
 	key := k.pods.Key(i)
-	resp, err := c.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(k.pods.Pod(i, 0)))).
-		Commit()
+	var resp *clientv3.TxnResponse
+	err := k.timed("create", func() (err error) {
+		resp, err = c.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(k.pods.Pod(i, 0)))).
+			Commit()
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -368,11 +409,15 @@ func (k *kubeRun) update(ctx context.Context, c *clientv3.Client, w, n int) erro
 	for {
 		gen := int(k.gen[i].Add(1))
 		rev := k.modRev[i].Load()
-		resp, err := c.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-			Then(clientv3.OpPut(key, string(k.pods.Pod(i, gen)))).
-			Else(clientv3.OpGet(key)).
-			Commit()
+		var resp *clientv3.TxnResponse
+		err := k.timed("update", func() (err error) {
+			resp, err = c.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+				Then(clientv3.OpPut(key, string(k.pods.Pod(i, gen)))).
+				Else(clientv3.OpGet(key)).
+				Commit()
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -402,8 +447,10 @@ func (k *kubeRun) maybeEvent(ctx context.Context, c *clientv3.Client, i int) err
 	ns, name := k.pods.Name(i)
 	key := fmt.Sprintf("/registry/events/%s/%s.%x", ns, name, time.Now().UnixNano())
 	val := fmt.Sprintf(`{"kind":"Event","apiVersion":"v1","metadata":{"name":%q,"namespace":%q},"involvedObject":{"kind":"Pod","namespace":%q,"name":%q,"apiVersion":"v1"},"reason":"Pulled","message":"Container image already present on machine and can be accessed by the pod","source":{"component":"kubelet","host":"node"},"count":1,"type":"Normal","reportingComponent":"kubelet"}`, name, ns, ns, name)
-	_, err = c.Put(ctx, key, val, clientv3.WithLease(id))
-	return err
+	return k.timed("event", func() error {
+		_, err := c.Put(ctx, key, val, clientv3.WithLease(id))
+		return err
+	})
 }
 
 // kubeLease is the apiserver's event lease: one lease of an hour, reused
@@ -611,7 +658,7 @@ func (k *kubeRun) phaseAt(t time.Duration) string {
 
 // listAll lists prefix in pages of limit with continuation, as the
 // apiserver's paginated list does, and returns the number of keys.
-func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64) (int, error) {
+func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64, timed func(kind string, req func() error) error) (int, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	key := prefix
 	var rev int64
@@ -621,7 +668,11 @@ func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := c.Get(ctx, key, opts...)
+		var resp *clientv3.GetResponse
+		err := timed("list page", func() (err error) {
+			resp, err = c.Get(ctx, key, opts...)
+			return err
+		})
 		if err != nil {
 			return n, fmt.Errorf("%w: list from %q: %w", ErrKubeLoad, key, err)
 		}
@@ -787,10 +838,19 @@ func (r *KubeRun) Tables() []*report.Table {
 		{Name: "Snapshot", Unit: "MB", Format: "%.0f"},
 		{Name: "Restart", Unit: "s", Format: "%.2f"},
 	}}
+	byKind := &report.Table{Columns: []report.Column{{Name: "Server"}}}
+	for _, kind := range requestKinds {
+		byKind.Columns = append(byKind.Columns, report.Column{Name: kind + " p99", Unit: "ms", Format: "%.1f"})
+	}
 	for _, s := range r.Samples {
 		if s.KubeResult == nil {
 			continue
 		}
+		row := []any{s.Name}
+		for _, kind := range requestKinds {
+			row = append(row, ms(s.P99ByKind[kind]))
+		}
+		byKind.Rows = append(byKind.Rows, row)
 		load.Rows = append(load.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, s.CPUSeconds})
 		after.Rows = append(after.Rows, []any{s.Name, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds})
 	}
@@ -802,7 +862,10 @@ func (r *KubeRun) Tables() []*report.Table {
 	after.Notes = []string{
 		"After the load: disk and RSS; List: all pods in pages of 500, its time and the server's CPU time; Snapshot: the maintenance API's snapshot (etcdctl snapshot save) streamed to a file and fsynced, its time and size; Restart: from starting the stopped server to its first answered linearizable read.",
 	}
-	return []*report.Table{load, after}
+	byKind.Notes = []string{
+		"The 99th percentile latency of each kind of request, one by one: a create txn (create_revision = 0), an update txn (mod_revision compare; a conflict's retry is another), a put of an event on its lease, a page of 500 of the final list.",
+	}
+	return []*report.Table{load, byKind, after}
 }
 
 // WriteTables writes Tables in format f, a blank line between them.

@@ -85,7 +85,7 @@ const firstReadTry = 500 * time.Millisecond
 func firstRead(ctx context.Context, endpoints []string) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, firstReadTry)
 	defer cancel()
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Context: rctx})
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Context: rctx, Logger: nopLogger})
 	if err != nil {
 		return 0, err
 	}

@@ -81,11 +81,16 @@ func TestRunKubeAfterAndPlot(t *testing.T) {
 		t.Errorf("snapshot %d bytes in %.3f s, restart %.3f s, list CPU %.3f s: want a snapshot holding 300 pods of 10 KB or more and times > 0",
 			s.SnapshotBytes, s.SnapshotSeconds, s.RestartSeconds, s.ListCPUSeconds)
 	}
+	for _, kind := range []string{"create", "update", "event", "list page"} {
+		if s.P99ByKind[kind] <= 0 {
+			t.Errorf("p99 of %q requests: %v; want every kind timed (%v)", kind, s.P99ByKind[kind], s.P99ByKind)
+		}
+	}
 	var tables bytes.Buffer
 	if err := res.WriteTables(&tables, report.FormatMarkdown); err != nil {
 		t.Fatal(err)
 	}
-	for _, col := range []string{"Put p99 (ms)", "Snapshot (MB)", "Restart (s)", "List CPU (s)"} {
+	for _, col := range []string{"Put p99 (ms)", "update p99 (ms)", "list page p99 (ms)", "Snapshot (MB)", "Restart (s)", "List CPU (s)"} {
 		if !strings.Contains(tables.String(), col) {
 			t.Errorf("the tables have no column %q:\n%s", col, tables.String())
 		}
