@@ -276,8 +276,8 @@ type kubeRun struct {
 	mu          sync.Mutex
 	latencies   []kubeLatency
 	byKind      map[string][]time.Duration // each request's latency, by kind (requestKinds)
-	compacted   []time.Duration // offsets of compaction requests
-	compactedTo int64           // the revision of the last compaction
+	compacted   []time.Duration            // offsets of compaction requests
+	compactedTo int64                      // the revision of the last compaction
 	phases      []phaseMark
 	gauges      []KubeGauge
 
