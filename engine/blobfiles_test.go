@@ -58,6 +58,12 @@ func TestBlobFilesSeparateLargeValues(t *testing.T) {
 
 	db = mustOpen(t, cfg)
 	defer db.Close()
+	if m, err = db.Metrics(); err != nil {
+		t.Fatal(err)
+	}
+	if m.DiskUsageBytes < m.BlobFiles.Bytes || m.BlobFiles.Bytes == 0 {
+		t.Errorf("after a reopen: disk usage %d bytes with %d bytes of blob files; want the blob files counted", m.DiskUsageBytes, m.BlobFiles.Bytes)
+	}
 	for k, v := range want {
 		got, err := db.Get([]byte(k))
 		if err != nil || !bytes.Equal(got, v) {

@@ -248,7 +248,11 @@ func (db *DB) metrics() (*Metrics, error) {
 	if m.UserBytesIn > 0 {
 		m.WriteAmp = float64(m.TableBytesWritten) / float64(m.UserBytesIn)
 	}
-	m.DiskUsageBytes = pm.DiskSpaceUsage()
+	// Pebble counts the local live blob files from the changes it made
+	// since this open, not from the blob files it opened with (a reopened
+	// database reported none); every Strata file is local, so the live
+	// blob bytes of the version replace that count.
+	m.DiskUsageBytes = pm.DiskSpaceUsage() - pm.BlobFiles.Local.LiveSize + pm.BlobFiles.LiveSize
 	m.BlobFiles = BlobMetrics{
 		Files:                pm.BlobFiles.LiveCount,
 		Bytes:                pm.BlobFiles.LiveSize,
