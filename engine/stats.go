@@ -59,7 +59,7 @@ func (db *DB) Stats() (string, error) {
 	if db.cfg.EnableBlobFiles {
 		bf := m.BlobFiles
 		fmt.Fprintf(&b, "Blob files (values of %d bytes and more): %d files, %.2f MB on disk; %.2f MB of values, %.2f MB still referenced",
-			max(1, db.cfg.MinBlobSize), bf.Files, mb(int64(bf.Bytes)), mb(int64(bf.ValueBytes)), mb(int64(bf.ReferencedValueBytes)))
+			db.popts.Experimental.ValueSeparationPolicy().MinimumSize, bf.Files, mb(int64(bf.Bytes)), mb(int64(bf.ValueBytes)), mb(int64(bf.ReferencedValueBytes)))
 		if !db.cfg.EnableBlobGarbageCollection {
 			b.WriteString(" (enable_blob_garbage_collection = false: garbage stays until no key refers to a file)")
 		}

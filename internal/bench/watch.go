@@ -131,7 +131,7 @@ func RunWatch(ctx context.Context, o WatchOptions) (*WatchRun, error) {
 				return run, err
 			}
 			fmt.Fprintf(progress, "%s, %d watchers: %.0f puts/s, p99 %.1f ms, %.2f CPU-s/1000 puts, %d/%d events\n",
-				s.Server, s.Watchers, s.PutsPerSec, millis(s.PutP99), s.CPUPer1000, s.Events, s.Expected)
+				s.Server, s.Watchers, s.PutsPerSec, ms(s.PutP99), s.CPUPer1000, s.Events, s.Expected)
 			run.Samples = append(run.Samples, s)
 			if s.Events != s.Expected || s.Disorder > 0 {
 				return run, fmt.Errorf("%w: %s: %d events received, %d expected, %d out of order", ErrWatchLoad, s.Server, s.Events, s.Expected, s.Disorder)
@@ -327,7 +327,7 @@ func (r *WatchRun) Table() *report.Table {
 			dq = 100 * (s.PutsPerSec/base.PutsPerSec - 1)
 			dp = 100 * (float64(s.PutP99)/float64(base.PutP99) - 1)
 		}
-		t.Rows = append(t.Rows, []any{s.Server, s.Watchers, s.PutsPerSec, dq, millis(s.PutP99), dp, s.CPUPer1000, fmt.Sprintf("%d/%d", s.Events, s.Expected)})
+		t.Rows = append(t.Rows, []any{s.Server, s.Watchers, s.PutsPerSec, dq, ms(s.PutP99), dp, s.CPUPer1000, fmt.Sprintf("%d/%d", s.Events, s.Expected)})
 	}
 	o := r.Options
 	t.Notes = []string{
@@ -337,5 +337,3 @@ func (r *WatchRun) Table() *report.Table {
 	}
 	return t
 }
-
-func millis(d time.Duration) float64 { return d.Seconds() * 1000 }
