@@ -246,6 +246,16 @@ type Config struct {
 	// default value is 2.
 	MaxBackgroundJobs int `toml:"max_background_jobs" yaml:"max_background_jobs" json:"max_background_jobs"`
 
+	// MaxOpenFiles is how many table and blob files the engine keeps open
+	// (Pebble's file cache, MaxOpenFiles). A read in a file that is not
+	// open opens it and reads its footer, index and properties first: with
+	// more files than this, random reads pay that again and again (a
+	// Kubernetes-sized store has thousands of small blob files). -1,
+	// RocksDB's default, keeps every file open, up to three quarters of the
+	// process's open-file limit (RLIMIT_NOFILE), the rest left for
+	// connections and logs. -1 or 20..16777216. The default value is -1.
+	MaxOpenFiles int `toml:"max_open_files" yaml:"max_open_files" json:"max_open_files"`
+
 	// Server is the [server] section of `strata serve` (see ServerConfig);
 	// the engine ignores it.
 	Server ServerConfig `toml:"server" yaml:"server" json:"server"`

@@ -90,28 +90,30 @@ type textForm struct {
 // limits is an allowed range of a number, inclusive.
 type limits struct {
 	min, max float64
-	// zeroMeans, if set, allows 0 as well, meaning what it says
-	// (bottommost_block_size = 0 is "block_size").
-	zeroMeans string
+	// sentinelMeans, if set, allows sentinel as well, meaning what it says
+	// (bottommost_block_size = 0 is "block_size", max_open_files = -1
+	// keeps every file open).
+	sentinel      float64
+	sentinelMeans string
 }
 
 func (l *limits) allows(x float64) bool {
-	return (x >= l.min && x <= l.max) || (l.zeroMeans != "" && x == 0) // NaN fails both
+	return (x >= l.min && x <= l.max) || (l.sentinelMeans != "" && x == l.sentinel) // NaN fails both
 }
 
 // String is the range as docs/config.md's table shows it: "1 to 4095".
 func (l *limits) String() string {
 	s := formatNumber(l.min) + " to " + formatNumber(l.max)
-	if l.zeroMeans != "" {
-		s = "0 (" + l.zeroMeans + ") or " + s
+	if l.sentinelMeans != "" {
+		s = formatNumber(l.sentinel) + " (" + l.sentinelMeans + ") or " + s
 	}
 	return s
 }
 
 // rule is what a FieldError says when the value is outside the range.
 func (l *limits) rule() string {
-	if l.zeroMeans != "" {
-		return fmt.Sprintf("must be 0 (%s) or from %s to %s", l.zeroMeans, formatNumber(l.min), formatNumber(l.max))
+	if l.sentinelMeans != "" {
+		return fmt.Sprintf("must be %s (%s) or from %s to %s", formatNumber(l.sentinel), l.sentinelMeans, formatNumber(l.min), formatNumber(l.max))
 	}
 	return fmt.Sprintf("must be from %s to %s", formatNumber(l.min), formatNumber(l.max))
 }
@@ -169,6 +171,9 @@ func init() {
 		{key: "use_direct_io_for_flush_and_compaction", section: sectionDB, rocksdb: "use_direct_io_for_flush_and_compaction", def: false},
 		{key: "direct_io_fallback", section: sectionDB, def: false},
 		{key: "max_background_jobs", section: sectionDB, rocksdb: "max_background_jobs", limits: inRange(1, 256), def: 2},
+		{key: "max_open_files", section: sectionDB, rocksdb: "max_open_files", limits: &limits{min: 20, max: 1 << 24, sentinel: -1, sentinelMeans: "keep every file open"}, def: -1,
+			noteIf: func(r *Resolved) bool { return r.Config.MaxOpenFiles >= 0 && r.Config.MaxOpenFiles < 74 },
+			reason: "Pebble's file cache holds at least 64 files, and the engine keeps about 10 more open: values under 74 act as 74"},
 		{section: sectionDB, rocksdb: "create_if_missing", fixed: "true", reason: "Strata always creates a missing database"},
 		{key: "enable_wal", section: sectionDB, def: true,
 			comment: "enable_wal and sync are per-write options in RocksDB (WriteOptions::disableWAL, ::sync)"},
@@ -204,7 +209,7 @@ func init() {
 			noteIf: levelsRequestLZ4, reason: reasonLZ4},
 
 		{key: "block_size", section: sectionTable, rocksdb: "block_size", limits: inRange(1<<10, 1<<20), def: 4096},
-		{key: "bottommost_block_size", section: sectionTable, limits: &limits{min: 1 << 10, max: 1 << 20, zeroMeans: "block_size"}, def: 32768,
+		{key: "bottommost_block_size", section: sectionTable, limits: &limits{min: 1 << 10, max: 1 << 20, sentinelMeans: "block_size"}, def: 32768,
 			comment: "RocksDB has one block_size; Strata gives the bottommost level its own (0 = block_size)"},
 		{key: "cache_index_and_filter_blocks", section: sectionTable, rocksdb: "cache_index_and_filter_blocks", def: true,
 			noteIf: func(r *Resolved) bool { return !r.Config.CacheIndexAndFilterBlocks }, reason: reasonCacheIndex},
@@ -227,7 +232,6 @@ func init() {
 // importer lists them as Unmapped with the reason. An option that gets a
 // row in fields leaves this list (a test checks).
 var unmappedReasons = map[string]string{
-	"max_open_files":                          "no Strata setting: Pebble's table cache keeps its default size",
 	"max_background_compactions":              "deprecated in RocksDB: max_background_jobs sets the budget",
 	"max_background_flushes":                  "deprecated in RocksDB: max_background_jobs sets the budget",
 	"use_direct_writes":                       "RocksDB 4 name: use_direct_io_for_flush_and_compaction is the setting",

@@ -158,8 +158,8 @@ func TestValidateRangesMatchTable(t *testing.T) {
 			}
 		}
 		valid := []float64{f.limits.min, f.limits.max}
-		if f.limits.zeroMeans != "" {
-			valid = append(valid, 0)
+		if f.limits.sentinelMeans != "" {
+			valid = append(valid, f.limits.sentinel)
 		}
 		for _, x := range valid {
 			c := Default()
@@ -169,12 +169,15 @@ func TestValidateRangesMatchTable(t *testing.T) {
 			}
 		}
 		invalid := []float64{f.limits.min - step, f.limits.max + step}
-		if f.limits.zeroMeans == "" && f.value(Default()).Kind() == reflect.Float64 {
+		if f.limits.sentinelMeans == "" && f.value(Default()).Kind() == reflect.Float64 {
 			invalid = append(invalid, math.NaN())
 		}
+		if f.limits.sentinelMeans != "" && f.limits.sentinel != 0 && f.limits.min > 0 {
+			invalid = append(invalid, 0) // between the sentinel and the range
+		}
 		for _, x := range invalid {
-			if x == 0 && f.limits.zeroMeans != "" {
-				x = f.limits.min - 2*step // 0 is allowed there
+			if x == f.limits.sentinel && f.limits.sentinelMeans != "" {
+				x = f.limits.min - 2*step // the sentinel is allowed there
 			}
 			c := Default()
 			set(c, x)

@@ -67,6 +67,7 @@ func allChanged() *Config {
 		EnableWAL:                        false,
 		Sync:                             false,
 		MaxBackgroundJobs:                8,
+		MaxOpenFiles:                     5000,
 		Server: ServerConfig{
 			Listen:               "0.0.0.0:12379",
 			MaxRequestBytes:      4 << 20,

@@ -162,6 +162,8 @@ func TestConfigToPebbleMapping(t *testing.T) {
 			observe: dbState(func(db *DB) any { return db.wo.Sync })},
 		{field: "MaxBackgroundJobs", change: func(c *config.Config) { c.MaxBackgroundJobs = 8 },
 			observe: dbState(func(db *DB) any { lo, hi := db.popts.CompactionConcurrencyRange(); return [2]int{lo, hi} })},
+		{field: "MaxOpenFiles", change: func(c *config.Config) { c.MaxOpenFiles = 64 },
+			observe: dbState(func(db *DB) any { return db.popts.MaxOpenFiles })},
 	}
 
 	covered := map[string]bool{}

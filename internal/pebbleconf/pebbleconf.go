@@ -40,6 +40,7 @@ func Options(r *config.Resolved) *pebble.Options {
 		MemTableStopWritesThreshold: max(2, cfg.MaxWriteBufferNumber),
 		LBaseMaxBytes:               cfg.MaxBytesForLevelBaseMB << 20,
 		DisableWAL:                  !cfg.EnableWAL,
+		MaxOpenFiles:                MaxOpenFiles(cfg.MaxOpenFiles),
 		Logger:                      silent{},
 	}
 	// RocksDB's target_file_size_base with multiplier 1: every level, L0

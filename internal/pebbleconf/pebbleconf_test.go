@@ -41,3 +41,26 @@ func TestFormatCodecCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxOpenFiles checks max_open_files' mapping: a number as given, and
+// -1 three quarters of the process's open-file limit.
+func TestMaxOpenFiles(t *testing.T) {
+	if got := MaxOpenFiles(5000); got != 5000 {
+		t.Errorf("MaxOpenFiles(5000) = %d", got)
+	}
+	want := max(minOpenFiles, int(min(openFileLimit(), 1<<24)*3/4))
+	if got := MaxOpenFiles(-1); got != want || got < minOpenFiles {
+		t.Errorf("MaxOpenFiles(-1) = %d, want %d (3/4 of the open-file limit %d)", got, want, openFileLimit())
+	}
+	cfg := config.Default()
+	cfg.MaxOpenFiles = -1
+	r, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options(r)
+	defer opts.Cache.Unref()
+	if opts.MaxOpenFiles != want {
+		t.Errorf("Options(max_open_files = -1).MaxOpenFiles = %d, want %d", opts.MaxOpenFiles, want)
+	}
+}
