@@ -61,9 +61,22 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 		limit = -1
 	}
 
-	// Walk the index: count every key, keep the first limit ones.
+	// Walk the index: count every key, keep the first limit ones. A page
+	// of a paginated list may know its count already (rangeCounts) and
+	// then walks only its limit; a writer's read (fetch), which sees its
+	// own txn's writes, neither uses nor records counts.
+	paged := fetch == nil && limit > 0 && !opts.SkipCount && !opts.CountOnly && !kr.single() && !kr.empty()
+	var known int64
+	var countKnown bool
+	if paged {
+		known, countKnown = s.counts.get(kr.key, kr.upper(), rev)
+	}
 	var hits []hit
 	var keyBuf []byte
+	// nextStarts are where the next page may start: just after the last
+	// hit, or after the one before it (the server asks for one more key
+	// than the client's limit, to tell whether there are more).
+	var nextStarts [2][]byte
 	visit := func(k []byte, r keyindex.KeyRev) {
 		res.Count++
 		if limit >= 0 && int64(len(hits)) >= limit || opts.CountOnly {
@@ -74,6 +87,9 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 			h.keyOff, keyBuf = len(keyBuf), append(keyBuf, k...)
 		}
 		hits = append(hits, h)
+		if paged && int64(len(hits)) >= limit-1 {
+			nextStarts[limit-int64(len(hits))] = append(bytes.Clone(k), 0)
+		}
 	}
 	switch {
 	case kr.single():
@@ -83,8 +99,19 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 	case !kr.empty():
 		s.ix.Range(kr.key, kr.upper(), rev, func(k []byte, r keyindex.KeyRev) bool {
 			visit(k, r)
-			return !opts.SkipCount || limit < 0 || int64(len(hits)) < limit
+			return !(opts.SkipCount || countKnown) || limit < 0 || int64(len(hits)) < limit
 		})
+	}
+	if countKnown {
+		res.Count = known
+	}
+	if paged && int64(len(hits)) == limit && res.Count > limit {
+		end := bytes.Clone(kr.upper())
+		for i, start := range nextStarts {
+			if start != nil {
+				s.counts.put(start, end, rev, res.Count-limit+int64(i))
+			}
+		}
 	}
 	if opts.CountOnly || len(hits) == 0 {
 		return res, nil

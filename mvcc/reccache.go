@@ -15,6 +15,8 @@ import (
 //
 // A revision's record never changes once written, so the cache needs no
 // invalidation: an entry is either the record of its revision or absent.
+// The one exception is RestoreSnapshot, which replaces the whole store
+// (another store's revision may hold another record) and empties it.
 // Entries of compacted revisions may linger until overwritten, but nothing
 // asks for them: reads below the compacted revision fail before they
 // fetch, and the index no longer points at what compaction dropped. A
@@ -67,4 +69,13 @@ func (c *recordCache) add(r keyindex.Revision, enc []byte) {
 		return
 	}
 	c.slots[recordSlot(r)].Store(&cachedRecord{rev: r, enc: append([]byte(nil), enc...)})
+}
+
+// reset empties the cache, for a store whose contents were replaced. The
+// caller holds writeMu and Store.mu: no reader or writer is between a get
+// and its use.
+func (c *recordCache) reset() {
+	for i := range c.slots {
+		c.slots[i].Store(nil)
+	}
 }

@@ -100,6 +100,8 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 	s.rev, s.compactRev, s.applied = fresh.rev, fresh.compactRev, fresh.applied
 	s.lastRev, s.lastIndex = fresh.lastRev, fresh.lastIndex
 	s.rebuild = fresh.rebuild
+	s.counts.reset()
+	s.recs.reset()
 	s.leftover = nil
 	s.mu.Unlock()
 	s.watchMu.Lock()

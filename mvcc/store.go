@@ -135,6 +135,9 @@ type Store struct {
 	// recs caches recent records by revision (see recordCache); it needs
 	// no lock.
 	recs recordCache
+	// counts knows the counts of the next pages of paginated Ranges (see
+	// rangeCounts); it needs no lock.
+	counts rangeCounts
 	// rev is the current revision: the last one durable and published.
 	rev int64
 	// compactRev is the revision of the last compaction scheduled, -1 if
