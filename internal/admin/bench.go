@@ -34,6 +34,9 @@ each with a fresh temporary data directory, loads them and prints a table.
           With --members 3, a 3-member Strata cluster against a 3-member
           etcd 3.7 cluster, all members on CPU 0: writes and reads through
           the leader and through a follower, CPU summed over the members.
+          --servers ...,floor adds the transport floor, a baseline that
+          answers Range/Put and v2 GET/PUT from a map: what grpc-go or
+          net/http alone cost per request, in a table of its own.
   memory  etcd's storage memory benchmark: RSS after loading N keys with
           several versions through the v3 API.
 
@@ -54,17 +57,22 @@ type benchCommon struct {
 	strataTOML string
 	etcd       string
 	etcd37     string
+	floor      string
 	dir        string
 	format     report.Format
+	// floorOK lets --servers name the transport floor, a baseline of the
+	// QPS table only.
+	floorOK bool
 }
 
 // AddFlags registers the common flags; servers defaults to defServers.
 func (o *benchCommon) AddFlags(fs *pflag.FlagSet, defServers []string) {
-	fs.StringSliceVar(&o.servers, "servers", defServers, "servers to run, of strata, etcd34 and etcd37")
+	fs.StringSliceVar(&o.servers, "servers", defServers, "servers to run, of strata, etcd34 and etcd37 (and floor: bench qps only)")
 	fs.StringVar(&o.strata, "strata", "", "strata `EXECUTABLE` that runs `serve` (default: this program)")
 	fs.StringVar(&o.strataTOML, "strata-toml", "", "TOML `LINES` appended to Strata's generated config (db_path, server.listen): top-level or dotted keys, e.g. 'server.memory_budget_mb = 32'")
 	fs.StringVar(&o.etcd, "etcd", "etcd", "etcd 3.4 `EXECUTABLE` (Debian's etcd-server)")
 	fs.StringVar(&o.etcd37, "etcd37", "", "etcd 3.7 `EXECUTABLE` built from ./internal/bench/etcd37 (default: built now with go build)")
+	fs.StringVar(&o.floor, "floor", "", "transport floor `EXECUTABLE` built from ./internal/bench/floor, for --servers floor (default: built now with go build)")
 	fs.StringVar(&o.dir, "dir", "", "`DIR` for the servers' temporary data directories (default: the system's temporary directory)")
 	o.format = report.FormatTable
 	fs.Var(&o.format, "format", "output `FORMAT`: table, markdown, json or csv")
@@ -77,6 +85,9 @@ func (o *benchCommon) kinds() ([]bench.Kind, error) {
 		k, err := bench.ParseKind(s)
 		if err != nil {
 			return nil, fmt.Errorf("--servers: %w", err)
+		}
+		if k == bench.KindFloor && !o.floorOK {
+			return nil, errors.New("--servers floor: the transport floor is a baseline of `strata bench qps` only")
 		}
 		if !slices.Contains(ks, k) {
 			ks = append(ks, k)
@@ -108,18 +119,34 @@ func (o *benchCommon) programs(ctx context.Context, ks []bench.Kind, progress io
 			return p, cleanup, err
 		}
 	}
-	if slices.Contains(ks, bench.KindEtcd37) {
-		if o.etcd37 != "" {
-			p.Etcd37, err = bench.LookPath(o.etcd37, "build it with `go build -o etcd37 ./internal/bench/etcd37`")
-			return p, cleanup, err
+	var dir string
+	for _, b := range []struct {
+		kind  bench.Kind
+		path  string
+		into  *string
+		what  string
+		build func(context.Context, string) (string, error)
+	}{
+		{bench.KindEtcd37, o.etcd37, &p.Etcd37, "etcd 3.7 (./internal/bench/etcd37)", bench.BuildEtcd37},
+		{bench.KindFloor, o.floor, &p.Floor, "the transport floor (./internal/bench/floor)", bench.BuildFloor},
+	} {
+		if !slices.Contains(ks, b.kind) {
+			continue
 		}
-		dir, err := os.MkdirTemp(o.dir, "strata-bench-bin-")
-		if err != nil {
-			return p, cleanup, err
+		if b.path != "" {
+			if *b.into, err = bench.LookPath(b.path, "build it with `go build -o "+string(b.kind)+" ./internal/bench/"+string(b.kind)+"`"); err != nil {
+				return p, cleanup, err
+			}
+			continue
 		}
-		cleanup = func() { os.RemoveAll(dir) }
-		fmt.Fprintln(progress, "building etcd 3.7 (./internal/bench/etcd37) ...")
-		if p.Etcd37, err = bench.BuildEtcd37(ctx, dir); err != nil {
+		if dir == "" {
+			if dir, err = os.MkdirTemp(o.dir, "strata-bench-bin-"); err != nil {
+				return p, cleanup, err
+			}
+			cleanup = func() { os.RemoveAll(dir) }
+		}
+		fmt.Fprintf(progress, "building %s ...\n", b.what)
+		if *b.into, err = b.build(ctx, dir); err != nil {
 			return p, cleanup, err
 		}
 	}
@@ -159,6 +186,7 @@ type benchQPSOptions struct {
 // AddFlags registers qps's flags.
 func (o *benchQPSOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd34", "etcd37"})
+	o.common.floorOK = true
 	fs.StringVar(&o.v3Peer, "v3-peer", "etcd37", "etcd the v3 rows compare with: etcd37 or etcd34")
 	fs.StringSliceVar(&o.apis, "apis", []string{"v2", "v3"}, "APIs: v2 (wrk) and v3 (clientv3); with --members 3: v3")
 	fs.StringSliceVar(&o.ops, "ops", []string{"read", "write"}, "operations: read (linearizable on v3), write and read-serializable (v3); with --members 3: write,read,read-serializable")
@@ -187,7 +215,8 @@ func newBenchQPSCommand() *cobra.Command {
   strata bench qps --pin=false   # server and load tool share every CPU
   strata bench qps --servers etcd34 --apis v2 --passes 1   # etcd alone
   strata bench qps --ops write --clients 64,256 --runs
-  strata bench qps --members 3 --value-sizes 256 --clients 64,256   # 3-member clusters`,
+  strata bench qps --members 3 --value-sizes 256 --clients 64,256   # 3-member clusters
+  strata bench qps --servers strata,etcd34,etcd37,floor --value-sizes 256 --clients 64,256   # and the transport floor`,
 		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -262,6 +291,12 @@ func (o *benchQPSOptions) run(cmd *cobra.Command) (err error) {
 	out := cmd.OutOrStdout()
 	if err := res.Table().Write(out, o.common.format); err != nil {
 		return err
+	}
+	if ft := res.FloorTable(); ft != nil {
+		fmt.Fprintln(out)
+		if err := ft.Write(out, o.common.format); err != nil {
+			return err
+		}
 	}
 	if o.runs {
 		fmt.Fprintln(out)

@@ -27,6 +27,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "qps", "--via", "follower"}, []string{`via "follower" with members 1`}},
 		{[]string{"bench", "memory", "--keys", "0", "--key-sizes", "8", "--clients", "0"}, []string{"keys 0", "key size 8", "--clients 0"}},
 		{[]string{"bench", "memory", "--etcd", "/nonexistent/etcd"}, []string{"/nonexistent/etcd", "etcd-server"}},
+		{[]string{"bench", "memory", "--servers", "strata,floor"}, []string{"--servers floor", "bench qps` only"}},
+		{[]string{"bench", "qps", "--servers", "floor", "--floor", "/nonexistent/floor"}, []string{"/nonexistent/floor", "./internal/bench/floor"}},
+		{[]string{"bench", "qps", "--servers", "floor", "--members", "3"}, []string{"server floor with members 3"}},
 	} {
 		_, _, err := run(t, c.args...)
 		if err == nil {

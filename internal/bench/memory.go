@@ -319,7 +319,7 @@ func (m *memValues) next() string {
 // Goal of the memory table: Strata's RSS at most this share of etcd's.
 const GoalRSSShare = 1.0 / 3
 
-var kindLabel = map[Kind]string{KindStrata: "Strata", KindEtcd34: "etcd 3.4", KindEtcd37: "etcd 3.7"}
+var kindLabel = map[Kind]string{KindStrata: "Strata", KindEtcd34: "etcd 3.4", KindEtcd37: "etcd 3.7", KindFloor: "floor"}
 
 // Table is the memory table: per row, each server's RSS and load time, and
 // Strata's RSS against each etcd's.

@@ -27,20 +27,36 @@ func LookPath(name, install string) (string, error) {
 	return p, nil
 }
 
+// floorPackage is the import path of the transport floor program.
+const floorPackage = "github.com/stratadb/strata/internal/bench/floor"
+
 // BuildEtcd37 builds the etcd 3.7 program (internal/bench/etcd37) into dir
 // with the go command, which must run inside Strata's module: from its
 // checkout, or pass a binary built there instead.
 func BuildEtcd37(ctx context.Context, dir string) (string, error) {
-	goCmd, err := LookPath("go", "the etcd 3.7 peer is built from Strata's source with the go command; or build it once with `go build -o etcd37 ./internal/bench/etcd37` and pass --etcd37 PATH")
+	return buildProgram(ctx, dir, etcd37Package, "etcd37", "the etcd 3.7 peer")
+}
+
+// BuildFloor builds the transport floor (internal/bench/floor) into dir,
+// as BuildEtcd37 builds etcd 3.7.
+func BuildFloor(ctx context.Context, dir string) (string, error) {
+	return buildProgram(ctx, dir, floorPackage, "floor", "the transport floor")
+}
+
+// buildProgram builds pkg into dir/name with the go command, from Strata's
+// checkout; --name PATH passes a binary built there instead.
+func buildProgram(ctx context.Context, dir, pkg, name, what string) (string, error) {
+	dirName := strings.TrimPrefix(pkg, "github.com/stratadb/strata/")
+	goCmd, err := LookPath("go", fmt.Sprintf("%s is built from Strata's source with the go command; or build it once with `go build -o %s ./%s` and pass --%s PATH", what, name, dirName, name))
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "etcd37")
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", out, etcd37Package)
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", out, pkg)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("bench: go build %s: %w: %s (run from Strata's checkout, or pass --etcd37 PATH)", etcd37Package, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("bench: go build %s: %w: %s (run from Strata's checkout, or pass --%s PATH)", pkg, err, strings.TrimSpace(stderr.String()), name)
 	}
 	return out, nil
 }

@@ -40,9 +40,11 @@ const benchKey = "foo"
 // QPSOptions configure RunQPS. Every row is a combination of APIs, Ops,
 // ValueSizes and Clients.
 type QPSOptions struct {
-	// Servers are the servers to measure: KindStrata and its peers. The
-	// v2 rows run on KindStrata and KindEtcd34, the v3 rows on KindStrata
-	// and V3Peer, each where selected.
+	// Servers are the servers to measure: KindStrata and its peers, and
+	// KindFloor, the transport's own cost. The v2 rows run on KindStrata,
+	// KindEtcd34 and KindFloor, the v3 rows on KindStrata, V3Peer and
+	// KindFloor, each where selected. The default is Strata and both
+	// etcds.
 	Servers []Kind
 	// V3Peer is the etcd the v3 rows compare with: KindEtcd37 (the
 	// default) or KindEtcd34.
@@ -102,7 +104,7 @@ var ErrOptions = errors.New("bench: bad option")
 
 func (o *QPSOptions) setDefaults() {
 	if len(o.Servers) == 0 {
-		o.Servers = slices.Clone(Kinds)
+		o.Servers = []Kind{KindStrata, KindEtcd34, KindEtcd37}
 	}
 	if o.V3Peer == "" {
 		o.V3Peer = KindEtcd37
@@ -181,6 +183,9 @@ func (o *QPSOptions) Validate() error {
 		if o.V3Peer != KindEtcd37 {
 			bad("v3 peer %q with members %d: clusters are compared with etcd37 only", o.V3Peer, o.Members)
 		}
+		if slices.Contains(o.Servers, KindFloor) {
+			bad("server floor with members %d: the transport floor runs alone (members 1)", o.Members)
+		}
 	}
 	for _, v := range o.Via {
 		if o.Members == 1 {
@@ -239,9 +244,9 @@ func (o *QPSOptions) targets(api string) []Kind {
 	var want []Kind
 	switch api {
 	case APIV2:
-		want = []Kind{KindStrata, KindEtcd34}
+		want = []Kind{KindStrata, KindEtcd34, KindFloor}
 	case APIV3:
-		want = []Kind{KindStrata, o.V3Peer}
+		want = []Kind{KindStrata, o.V3Peer, KindFloor}
 	}
 	var out []Kind
 	for _, k := range want {
@@ -561,10 +566,15 @@ func (o *QPSOptions) v3Load(s *Server, row QPSRow, n int) V3Load {
 	if o.Serializable || row.Op == OpReadSerializable {
 		opts = append(opts, clientv3.WithSerializable())
 	}
+	want := value(row.ValueSize)
 	l.Op = func(ctx context.Context, kv clientv3.KV, _, _ int) error {
 		r, err := kv.Get(ctx, benchKey, opts...)
-		if err == nil && len(r.Kvs) != 1 {
+		switch {
+		case err != nil:
+		case len(r.Kvs) != 1:
 			err = fmt.Errorf("bench: v3 get %q: %d keys, want 1", benchKey, len(r.Kvs))
+		case string(r.Kvs[0].Value) != want:
+			err = fmt.Errorf("bench: v3 get %q: a value of %d bytes, not the %d written", benchKey, len(r.Kvs[0].Value), len(want))
 		}
 		return err
 	}

@@ -30,10 +30,14 @@ const (
 	// KindEtcd37 is etcd 3.7 from Strata's go.mod, run by the etcd37
 	// program (internal/bench/etcd37) in a process of its own.
 	KindEtcd37 Kind = "etcd37"
+	// KindFloor is the transport floor (internal/bench/floor): etcd's v3
+	// Range and Put and the v2 GET and PUT answered from a map, the
+	// transport's own cost per request. A baseline of the QPS table only.
+	KindFloor Kind = "floor"
 )
 
 // Kinds lists every Kind, in the order tables show them.
-var Kinds = []Kind{KindStrata, KindEtcd34, KindEtcd37}
+var Kinds = []Kind{KindStrata, KindEtcd34, KindEtcd37, KindFloor}
 
 // ParseKind parses a server name of Kinds.
 func ParseKind(s string) (Kind, error) {
@@ -42,7 +46,7 @@ func ParseKind(s string) (Kind, error) {
 			return k, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q: allowed are strata, etcd34, etcd37", ErrUnknownServer, s)
+	return "", fmt.Errorf("%w %q: allowed are strata, etcd34, etcd37, floor", ErrUnknownServer, s)
 }
 
 // ErrUnknownServer is returned for a server name that is not a Kind.
@@ -64,6 +68,10 @@ type Programs struct {
 	Etcd string
 	// Etcd37 is the binary of internal/bench/etcd37.
 	Etcd37 string
+	// Floor is the binary of internal/bench/floor, and FloorEnv is added
+	// to its environment (tests run their own binary as the floor).
+	Floor    string
+	FloorEnv []string
 }
 
 // Server is one server process under test, on loopback ports, with a data
@@ -177,6 +185,15 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
 		}
 		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Etcd37, args...)
+	case KindFloor:
+		if len(so.members) > 0 {
+			return nil, s.fail(errors.New("the transport floor runs alone, not in a cluster"))
+		}
+		if p.Floor == "" {
+			return nil, s.fail(errors.New("no floor executable given"))
+		}
+		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Floor, "--listen-client", s.Endpoint)
+		env = p.FloorEnv
 	default:
 		return nil, s.fail(fmt.Errorf("%w %q", ErrUnknownServer, kind))
 	}
@@ -274,6 +291,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	var v struct {
 		Etcd   string `json:"etcdserver"`
 		Strata string `json:"strata"`
+		Floor  string `json:"floor"`
 	}
 	if err := getJSON(ctx, client, s.URL+"/version", &v); err != nil {
 		return fmt.Errorf("bench: %s: %w", s.Kind, err)
@@ -283,6 +301,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 		s.Name = "Strata " + v.Strata
 	case s.Kind == KindStrata:
 		s.Name = "Strata"
+	case s.Kind == KindFloor:
+		s.Name = v.Floor
 	default:
 		s.Name = "etcd " + v.Etcd
 	}

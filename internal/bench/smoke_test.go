@@ -16,13 +16,24 @@ import (
 
 	"github.com/stratadb/strata/internal/admin"
 	"github.com/stratadb/strata/internal/bench"
+	"github.com/stratadb/strata/internal/bench/floorserver"
 )
 
 // asStrata makes this test binary run as the strata command, so the smoke
 // test starts `strata serve` as a process of its own without a build step.
 const asStrata = "STRATA_BENCH_TEST_AS_STRATA"
 
+// asFloor makes this test binary run as the transport floor.
+const asFloor = "STRATA_BENCH_TEST_AS_FLOOR"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(asFloor) == "1" {
+		if err := floorserver.Main(os.Args[1:], os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "floor:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(asStrata) == "1" {
 		root := admin.NewRootCommand()
 		root.SetArgs(os.Args[1:])
