@@ -281,12 +281,14 @@ type kubeRun struct {
 	phases      []phaseMark
 	gauges      []KubeGauge
 
-	conflicts   atomic.Int64
-	events      atomic.Int64
-	watchUntil  atomic.Int64
-	compactions atomic.Int64
-	done        atomic.Int64
-	lease       kubeLease
+	conflicts  atomic.Int64
+	events     atomic.Int64
+	watchUntil atomic.Int64
+	// compactAsked is the revision of the last compaction requested.
+	compactAsked atomic.Int64
+	compactions  atomic.Int64
+	done         atomic.Int64
+	lease        kubeLease
 }
 
 // requestKinds are the kinds of request KubeResult.P99ByKind reports,
@@ -489,7 +491,10 @@ func (k *kubeRun) watch(wch clientv3.WatchChan) error {
 				return fmt.Errorf("%w: watch: event at revision %d after %d", ErrKubeLoad, ev.Kv.ModRevision, last)
 			}
 			last = ev.Kv.ModRevision
-			if ev.IsModify() && ev.PrevKv == nil {
+			// As in etcd, an event the watch sends after a compaction
+			// at or past its revision has no previous value: that
+			// compaction dropped it.
+			if ev.IsModify() && ev.PrevKv == nil && ev.Kv.ModRevision > k.compactAsked.Load() {
 				return fmt.Errorf("%w: watch: update of %s at %d without its previous value", ErrKubeLoad, ev.Kv.Key, last)
 			}
 			k.events.Add(1)
@@ -548,6 +553,7 @@ func (k *kubeRun) compactor(ctx context.Context, c *clientv3.Client) {
 			// applies is always recorded, so verify reads at the revision
 			// compacted last.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			k.compactAsked.Store(prev)
 			_, err := c.Compact(cctx, prev)
 			cancel()
 			if err == nil {
