@@ -2,12 +2,16 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stratadb/strata/config"
 )
 
 // dumpDB returns every key and value of the database (or of snap, if not
@@ -224,4 +228,56 @@ func firstDifference(a, b []string) string {
 		return fmt.Sprintf("%d lines vs %d", len(a), len(b))
 	}
 	return ""
+}
+
+// TestReplacedSpanLandsInItsPath: with db_paths, ReplaceSpan writes its
+// tables into the bottom level's path, so the ingestion links them where
+// they belong and the mover has nothing to move; no temporary table is
+// left in any path.
+func TestReplacedSpanLandsInItsPath(t *testing.T) {
+	root := t.TempDir()
+	cfg := issueRunConfig(root)
+	cfg.DBPaths = []config.DBPath{
+		{Path: cfg.DBPath, TargetSizeBytes: 512 << 10},
+		{Path: filepath.Join(root, "cold"), TargetSizeBytes: 1 << 30},
+	}
+	db := mustOpen(t, cfg)
+	defer db.Close()
+	for i := range 1000 {
+		mustPut(t, db, key(i), []byte("old"))
+	}
+	const n = 6000 // 6 MB: several 1 MB tables
+	err := db.ReplaceSpan(key(0), key(n), func(put func(k, v []byte) error) error {
+		for i := range n {
+			if err := put(key(i), doc(i, 1000)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.layout.Settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := db.Tiering()
+	if ts.MovedFiles != 0 {
+		t.Errorf("the mover moved %d tables: the replacement's tables did not land in their path\n%s", ts.MovedFiles, ts)
+	}
+	if files, _ := sstFiles(t, cfg.DBPaths[1].Path); files < 2 {
+		t.Errorf("%s holds %d tables, want the replacement's several\n%s", cfg.DBPaths[1].Path, files, ts)
+	}
+	for _, p := range cfg.DBPaths {
+		entries, err := os.ReadDir(p.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), rewritePrefix) {
+				t.Errorf("temporary table %s left in %s", e.Name(), p.Path)
+			}
+		}
+	}
+	checkAllKeys(t, db, n)
 }
