@@ -15,9 +15,9 @@ import (
 // after the key before it, or lies outside the span.
 var ErrKeyOrder = errors.New("engine: keys out of order")
 
-// ReplaceSpan atomically replaces the contents of [start, end) with the
-// pairs that fill passes to put, in strictly increasing key order, all
-// within the span. It is how a whole store is restored from a snapshot
+// ReplaceSpan atomically replaces the contents of [start, end) (start not
+// empty) with the pairs that fill passes to put, in strictly increasing key
+// order, all within the span. It is how a whole store is restored from a snapshot
 // stream of tens of gigabytes: its memory does not grow with the pairs
 // and each byte is written once.
 //
@@ -47,6 +47,10 @@ func (db *DB) ReplaceSpan(start, end []byte, fill func(put func(key, value []byt
 	}
 	if err := checkRange(start, end); err != nil {
 		return err
+	}
+	if len(start) == 0 {
+		// Pebble's columnar tables cannot hold the empty key alone in a block.
+		return fmt.Errorf("%w: ReplaceSpan starting at the empty key: start must be at least one byte", ErrInvalidRange)
 	}
 	// A codec rewrite reads a chunk and ingests it later with an excise:
 	// between the two it must not meet our ingestion, or it would put the
@@ -82,7 +86,8 @@ type spanWriter struct {
 	start, end []byte
 	level      int
 	tableSize  uint64
-	last       []byte // the last key put; nil before the first
+	last       []byte // the last key put, if any
+	any        bool   // a key was put
 	paths      []string
 	w          *sstable.Writer
 }
@@ -92,12 +97,12 @@ func (sw *spanWriter) put(key, value []byte) error {
 		return ErrClosed
 	}
 	switch {
-	case sw.last != nil && bytes.Compare(key, sw.last) <= 0:
+	case sw.any && bytes.Compare(key, sw.last) <= 0:
 		return fmt.Errorf("%w: key %q after %q: keys must be strictly increasing", ErrKeyOrder, key, sw.last)
 	case bytes.Compare(key, sw.start) < 0 || bytes.Compare(key, sw.end) >= 0:
 		return fmt.Errorf("%w: key %q outside the span [%q, %q)", ErrKeyOrder, key, sw.start, sw.end)
 	}
-	sw.last = append(sw.last[:0], key...)
+	sw.last, sw.any = append(sw.last[:0], key...), true
 	if sw.w == nil {
 		path, w, err := sw.db.newTempTable(sw.level)
 		if err != nil {

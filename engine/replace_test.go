@@ -182,6 +182,13 @@ func TestReplaceSpanRefusal(t *testing.T) {
 		})
 	}
 	db := replaceTestDB(t)
+	if err := db.ReplaceSpan(nil, key(0), nil); !errors.Is(err, ErrInvalidRange) {
+		t.Fatalf("ReplaceSpan from the empty key: %v, want ErrInvalidRange", err)
+	}
+	err := db.ReplaceSpan([]byte("a"), key(0), func(put func(k, v []byte) error) error { return put(nil, []byte("v")) })
+	if !errors.Is(err, ErrKeyOrder) {
+		t.Fatalf("ReplaceSpan putting the empty key: %v, want ErrKeyOrder", err)
+	}
 	if err := db.ReplaceSpan(key(2), key(1), nil); !errors.Is(err, ErrInvalidRange) {
 		t.Fatalf("ReplaceSpan of an inverted span: %v, want ErrInvalidRange", err)
 	}
