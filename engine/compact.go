@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // ErrCodecsRemain is returned by Compact and CompactAll when, after their
@@ -49,8 +47,9 @@ const (
 // before the rewrite gates the chunk's span (see writeGuard).
 const optimisticAttempts = 1
 
-// rewritePrefix starts the names of the temporary tables a rewrite writes
-// before ingesting them; Open removes leftovers in db_path.
+// rewritePrefix starts the names of the temporary tables a rewrite or
+// ReplaceSpan writes before ingesting them; Open removes leftovers (see
+// removeLeftovers).
 const rewritePrefix = "strata-rewrite-"
 
 // CompactAll compacts the whole LSM down to its bottom and then rewrites
@@ -386,13 +385,11 @@ func (db *DB) writeChunk(level int, lo, end []byte, maxBytes, maxKeys int) (c ch
 			db.removeChunk(c)
 		}
 	}()
-	c.path = db.rewriteTablePath(level, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
 	c.hi = end
-	f, err := db.fs.Create(c.path, vfs.WriteCategoryUnspecified)
-	if err != nil {
+	var w *sstable.Writer
+	if c.path, w, err = db.newTempTable(level); err != nil {
 		return c, err
 	}
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
 	bytesIn := 0
 	for valid := it.First(); valid; valid = it.Next() {
 		if bytesIn >= maxBytes || c.keys >= maxKeys {
@@ -418,11 +415,7 @@ func (db *DB) writeChunk(level int, lo, end []byte, maxBytes, maxKeys int) (c ch
 	return c, w.Close()
 }
 
-func (db *DB) removeChunk(c chunk) {
-	if c.path != "" {
-		_ = db.fs.Remove(c.path)
-	}
-}
+func (db *DB) removeChunk(c chunk) { db.removeTempTable(c.path) }
 
 // ingestChunk replaces [lo, c.hi) by c's table; an empty chunk means
 // everything there is deleted, and dropping it is the rewrite.

@@ -265,15 +265,16 @@ func LoadBackup(db *engine.DB, r io.Reader, opts Options) (*Store, error) {
 		return nil, err
 	}
 	br := bufio.NewReaderSize(r, 256<<10)
+	var k, v []byte
 	for {
-		k, err := readChunk(br)
+		k, err = readChunk(br, k)
 		if err != nil {
 			return nil, fmt.Errorf("mvcc: load backup: %w", err)
 		}
 		if len(k) == 0 {
 			break
 		}
-		v, err := readChunk(br)
+		v, err = readChunk(br, v)
 		if err != nil {
 			return nil, fmt.Errorf("mvcc: load backup: %w", err)
 		}

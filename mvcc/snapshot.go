@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -112,45 +113,46 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 	return nil
 }
 
-// replaceContents deletes every key and writes the snapshot's in one
-// atomic batch: a crash leaves the old state or the new one, never a mix.
-// The batch holds the whole snapshot in memory (Pebble commits a batch
-// larger than half a memtable as a flushable batch of its own).
+// replaceContents replaces every key with the snapshot's through
+// engine.ReplaceSpan: the snapshot is written into tables as it is read,
+// never held in memory nor written through the WAL, and they replace the
+// old contents in one ingestion, so a crash leaves the old state or the
+// new one, never a mix. The snapshot is checked as it is read (every key a
+// store key, in increasing order, the stream complete) and the ingestion
+// happens only after its end marker: a snapshot that fails a check changes
+// nothing (ErrCorrupt).
 func (s *Store) replaceContents(br *bufio.Reader) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange([]byte{0}, []byte{0xff}); err != nil {
-		return err
-	}
-	for {
-		k, err := readChunk(br)
-		if err != nil {
-			return err
+	return s.db.ReplaceSpan([]byte{0}, []byte{0xff}, func(put func(k, v []byte) error) error {
+		var k, v []byte
+		for {
+			var err error
+			if k, err = readChunk(br, k); err != nil {
+				return err
+			}
+			if len(k) == 0 {
+				return nil
+			}
+			if v, err = readChunk(br, v); err != nil {
+				return err
+			}
+			// (A snapshot of a store in the layout before holds keys under
+			// the old prefixes; Open upgrades them.)
+			if !isStoreKeyPrefix(k[0]) {
+				return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
+			}
+			if err := put(k, v); err != nil {
+				if errors.Is(err, engine.ErrKeyOrder) {
+					return fmt.Errorf("%w: snapshot: %w", ErrCorrupt, err)
+				}
+				return err
+			}
 		}
-		if len(k) == 0 {
-			break
-		}
-		v, err := readChunk(br)
-		if err != nil {
-			return err
-		}
-		switch k[0] {
-		case revPrefix, metaPrefix, leasePrefix, auxPrefix:
-		case oldMetaPrefix, oldLeasePrefix:
-			// A snapshot of a store in the layout before; Open upgrades it.
-		default:
-			return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
-		}
-		if err := b.Put(k, v); err != nil {
-			return err
-		}
-	}
-	return b.Commit()
+	})
 }
 
 // readChunk reads one uvarint-length-prefixed chunk (empty at the end
-// marker).
-func readChunk(br *bufio.Reader) ([]byte, error) {
+// marker) into buf's storage, growing it as needed.
+func readChunk(br *bufio.Reader, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return nil, fmt.Errorf("%w: truncated snapshot: %w", ErrCorrupt, err)
@@ -158,7 +160,7 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > 64<<20 {
 		return nil, fmt.Errorf("%w: snapshot chunk of %d bytes", ErrCorrupt, n)
 	}
-	b := make([]byte, n)
+	b := slices.Grow(buf[:0], int(n))[:n]
 	if _, err := io.ReadFull(br, b); err != nil {
 		return nil, fmt.Errorf("%w: truncated snapshot: %w", ErrCorrupt, err)
 	}

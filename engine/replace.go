@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ErrKeyOrder is returned by ReplaceSpan's put for a key that does not sort
+// after the key before it, or lies outside the span.
+var ErrKeyOrder = errors.New("engine: keys out of order")
+
+// ReplaceSpan atomically replaces the contents of [start, end) (start not
+// empty) with the pairs that fill passes to put, in strictly increasing key
+// order, all within the span. It is how a whole store is restored from a snapshot
+// stream of tens of gigabytes: its memory does not grow with the pairs
+// and each byte is written once.
+//
+// The pairs go into tables (of the target file size, with the bottom
+// level's writer options) in the database's directory, or with db_paths the
+// path of the bottom level, and when fill returns nil, one ingestion with
+// an excise of the span (pebble.DB.IngestAndExcise) puts them in place of
+// everything in the span: one version edit, so a crash leaves the old
+// contents or the new ones, never a mix. The tables are not written through
+// the WAL nor held in a memtable.
+//
+// If fill returns an error, or put did (an out-of-order key is ErrKeyOrder,
+// naming it), nothing is changed and ReplaceSpan returns fill's error. put
+// returns ErrClosed once Close began. The temporary tables are removed on
+// every path (Open removes those a crash left). Writes into the span that
+// race ReplaceSpan land before its ingestion (and are replaced) or after
+// it; a caller that wants neither holds its writes back. Compact and
+// CompactAll wait for ReplaceSpan, and it for them.
+func (db *DB) ReplaceSpan(start, end []byte, fill func(put func(key, value []byte) error) error) (err error) {
+	if err := db.enterOp(); err != nil {
+		return err
+	}
+	defer db.leaveOp()
+	defer db.recoverFatal(&err)
+	if err := db.writable("ReplaceSpan"); err != nil {
+		return err
+	}
+	if err := checkRange(start, end); err != nil {
+		return err
+	}
+	if len(start) == 0 {
+		// Pebble's columnar tables cannot hold the empty key alone in a block.
+		return fmt.Errorf("%w: ReplaceSpan starting at the empty key: start must be at least one byte", ErrInvalidRange)
+	}
+	// A codec rewrite reads a chunk and ingests it later with an excise:
+	// between the two it must not meet our ingestion, or it would put the
+	// old contents back.
+	db.rewriteMu.Lock()
+	defer db.rewriteMu.Unlock()
+	sw := spanWriter{db: db, start: start, end: end, level: NumLevels - 1,
+		tableSize: uint64(db.popts.TargetFileSizes[NumLevels-1])}
+	defer sw.removeAll()
+	if err := fill(sw.put); err != nil {
+		return err
+	}
+	if err := sw.finishTable(); err != nil {
+		return err
+	}
+	span := pebble.KeyRange{Start: start, End: end}
+	if len(sw.paths) == 0 {
+		if err := db.pdb.Excise(db.ctx, span); err != nil {
+			return fmt.Errorf("engine: replace span: excise: %w", err)
+		}
+		return nil
+	}
+	if _, err := db.pdb.IngestAndExcise(db.ctx, sw.paths, nil, nil, span); err != nil {
+		return fmt.Errorf("engine: replace span: ingest %d tables: %w", len(sw.paths), err)
+	}
+	return nil
+}
+
+// spanWriter writes ReplaceSpan's pairs into tables of about tableSize
+// bytes each; paths are the tables written so far, w the one being written.
+type spanWriter struct {
+	db         *DB
+	start, end []byte
+	level      int
+	tableSize  uint64
+	last       []byte // the last key put, if any
+	any        bool   // a key was put
+	paths      []string
+	w          *sstable.Writer
+}
+
+func (sw *spanWriter) put(key, value []byte) error {
+	if sw.db.closed.Load() {
+		return ErrClosed
+	}
+	switch {
+	case sw.any && bytes.Compare(key, sw.last) <= 0:
+		return fmt.Errorf("%w: key %q after %q: keys must be strictly increasing", ErrKeyOrder, key, sw.last)
+	case bytes.Compare(key, sw.start) < 0 || bytes.Compare(key, sw.end) >= 0:
+		return fmt.Errorf("%w: key %q outside the span [%q, %q)", ErrKeyOrder, key, sw.start, sw.end)
+	}
+	sw.last, sw.any = append(sw.last[:0], key...), true
+	if sw.w == nil {
+		path, w, err := sw.db.newTempTable(sw.level)
+		if err != nil {
+			return fmt.Errorf("engine: replace span: %w", err)
+		}
+		sw.paths, sw.w = append(sw.paths, path), w
+	}
+	if err := sw.w.Set(key, value); err != nil {
+		return fmt.Errorf("engine: replace span: write %s: %w", sw.paths[len(sw.paths)-1], err)
+	}
+	if sw.w.Raw().EstimatedSize() >= sw.tableSize {
+		return sw.finishTable()
+	}
+	return nil
+}
+
+// finishTable closes the table being written, if any.
+func (sw *spanWriter) finishTable() error {
+	if sw.w == nil {
+		return nil
+	}
+	err := sw.w.Close()
+	sw.w = nil
+	if err != nil {
+		return fmt.Errorf("engine: replace span: write %s: %w", sw.paths[len(sw.paths)-1], err)
+	}
+	return nil
+}
+
+// removeAll removes every table written. After a successful ingestion
+// Pebble has removed them already (it hard-linked them into the LSM).
+func (sw *spanWriter) removeAll() {
+	if sw.w != nil {
+		_ = sw.w.Close()
+	}
+	for _, p := range sw.paths {
+		sw.db.removeTempTable(p)
+	}
+}
+
+// newTempTable creates a table to be ingested into level, named to be
+// found and removed by Open should a crash leave it (see rewritePrefix),
+// in the directory the level's tables belong in (rewriteTablePath), with
+// the level's writer options.
+func (db *DB) newTempTable(level int) (string, *sstable.Writer, error) {
+	path := db.rewriteTablePath(level, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
+	f, err := db.fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return "", nil, err
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
+	return path, w, nil
+}
+
+// removeTempTable removes a table newTempTable created; "" is none.
+func (db *DB) removeTempTable(path string) {
+	if path != "" {
+		_ = db.fs.Remove(path)
+	}
+}
