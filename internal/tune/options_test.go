@@ -47,7 +47,8 @@ func TestImportUnmapped(t *testing.T) {
   rocksdb_version=8.11.0
   options_file_version=1.1
 [DBOptions]
-  max_open_files=-1
+  max_open_files=5000
+  max_subcompactions=2
   max_background_jobs=4
 [CFOptions "default"]
   compression=kZSTD
@@ -62,7 +63,8 @@ func TestImportUnmapped(t *testing.T) {
 	text := string(out)
 	for _, want := range []string{
 		"# 3 setting(s) not taken over",
-		"#   [DBOptions] max_open_files=-1: ",
+		"#   [DBOptions] max_subcompactions=2: ",
+		"max_open_files = 5000",
 		"#   [CFOptions \"default\"] compaction_pri=kMinOverlappingRatio: ",
 		"#   [CFOptions \"logs\"]: only the default column family",
 		"max_background_jobs = 4",
