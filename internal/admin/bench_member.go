@@ -14,14 +14,8 @@ import (
 type benchMemberOptions struct {
 	common          benchCommon
 	passes          int
-	pods            int
-	updates         int
-	clients         int
-	conns           int
-	seed            int64
-	quota           int64
+	pods            podFlags
 	snapshotEntries uint64
-	loadTimeout     time.Duration
 	catchUpTimeout  time.Duration
 	runs            bool
 	pinFlags
@@ -31,14 +25,8 @@ type benchMemberOptions struct {
 func (o *benchMemberOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd37"})
 	fs.IntVar(&o.passes, "passes", 1, "passes over the servers, the first server alternating; the tables show medians")
-	fs.IntVar(&o.pods, "pods", 70_000, "pods created before the add (about 14 KB each: 70000 is about 1 GB)")
-	fs.IntVar(&o.updates, "updates", 0, "pod updates after the creates")
-	fs.IntVar(&o.clients, "clients", 32, "concurrent writers of the pods")
-	fs.IntVar(&o.conns, "conns", 4, "gRPC connections the writers share")
-	fs.Int64Var(&o.seed, "seed", 1, "workload seed")
-	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
+	o.pods.AddFlags(fs, 70_000, 0)
 	fs.Uint64Var(&o.snapshotEntries, "snapshot-entries", 0, "raft snapshot interval of every member, in `ENTRIES` (Strata's cluster.snapshot_entries, etcd's --snapshot-count, min(5000, N/2) kept behind each); 0 is each server's default, 10000")
-	fs.DurationVar(&o.loadTimeout, "load-timeout", 30*time.Minute, "bound on each cluster's load")
 	fs.DurationVar(&o.catchUpTimeout, "catchup-timeout", 10*time.Minute, "bound on each new member's catch-up")
 	fs.BoolVar(&o.runs, "runs", false, "also print every pass, not only the medians")
 	o.pinFlags.AddFlags(fs)
@@ -70,20 +58,9 @@ func (o *benchMemberOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var problems []error
-	for _, f := range []struct {
-		name   string
-		v, min int
-	}{{"--passes", o.passes, 1}, {"--pods", o.pods, 1}, {"--updates", o.updates, 0}, {"--clients", o.clients, 1}, {"--conns", o.conns, 1}} {
-		if f.v < f.min {
-			problems = append(problems, fmt.Errorf("%s %d: must be >= %d", f.name, f.v, f.min))
-		}
-	}
-	if o.conns > o.clients {
-		problems = append(problems, fmt.Errorf("--conns %d: must be <= --clients (%d)", o.conns, o.clients))
-	}
-	if o.loadTimeout <= 0 {
-		problems = append(problems, fmt.Errorf("--load-timeout %s: must be > 0", o.loadTimeout))
+	problems := o.pods.problems()
+	if o.passes < 1 {
+		problems = append(problems, fmt.Errorf("--passes %d: must be >= 1", o.passes))
 	}
 	if o.catchUpTimeout <= 0 {
 		problems = append(problems, fmt.Errorf("--catchup-timeout %s: must be > 0", o.catchUpTimeout))
@@ -93,9 +70,9 @@ func (o *benchMemberOptions) run(cmd *cobra.Command) error {
 		problems = append(problems, err)
 	}
 	mo := bench.MemberOptions{
-		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, SnapshotEntries: o.snapshotEntries,
+		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.pods.quota, SnapshotEntries: o.snapshotEntries,
 		CatchUpTimeout: o.catchUpTimeout, Pin: pin, Progress: cmd.ErrOrStderr(),
-		Load: bench.KubeLoad{Pods: o.pods, Updates: o.updates, Clients: o.clients, Conns: o.conns, Seed: o.seed, Timeout: o.loadTimeout},
+		Load: o.pods.load(),
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err

@@ -210,7 +210,7 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	if err != nil {
 		return smp, err
 	}
-	cu, err := awaitCatchUp(ctx, leader, nm, rev, o.CatchUpTimeout)
+	cu, err := awaitCatchUp(ctx, leader, nm, rev, o.CatchUpTimeout, o.Progress)
 	if err != nil {
 		return smp, err
 	}
@@ -290,7 +290,7 @@ const probeEvery = 20 * time.Millisecond
 // of lastKey at revision rev and its applied index reaches the leader's,
 // timing both from its start, and until then samples the size of the
 // snapshot Strata spools.
-func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout time.Duration) (catchUp, error) {
+func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout time.Duration, progress io.Writer) (catchUp, error) {
 	var cu catchUp
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -336,6 +336,8 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 	spool := filepath.Join(nm.dir, strataRaftDir, "snap")
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	report := time.NewTicker(10 * time.Second)
+	defer report.Stop()
 	for {
 		select {
 		case <-done:
@@ -352,6 +354,8 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 			if nm.Kind == KindStrata {
 				cu.spooledBytes = max(cu.spooledBytes, dirBytes(spool))
 			}
+		case <-report.C:
+			fmt.Fprintf(progress, "  %3.0f s: new member %s not caught up yet\n", time.Since(nm.Started).Seconds(), nm.Member)
 		}
 	}
 }
