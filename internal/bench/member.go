@@ -102,6 +102,11 @@ type MemberSample struct {
 	// AppliedSeconds is the time from the start to the new member's
 	// applied index reaching the leader's (Status RaftAppliedIndex).
 	AppliedSeconds float64 `json:"applied_seconds"`
+	// ReceivedSeconds is the time from the start until the new member
+	// logged that it had received a whole snapshot (seen within 50 ms);
+	// 0 if it received none. What follows, until it serves, is the
+	// restore and the log's tail.
+	ReceivedSeconds float64 `json:"received_seconds"`
 	// Snapshots is the number of raft snapshots the new member received
 	// (from its log: Strata's "received snapshot", etcd's "received and
 	// saved database snapshot"); 0 means it replayed the log.
@@ -214,7 +219,7 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	if err != nil {
 		return smp, err
 	}
-	smp.ServeSeconds, smp.AppliedSeconds, smp.SnapshotBytes = cu.serve.Seconds(), cu.applied.Seconds(), cu.spooledBytes
+	smp.ServeSeconds, smp.AppliedSeconds, smp.ReceivedSeconds, smp.SnapshotBytes = cu.serve.Seconds(), cu.applied.Seconds(), cu.received.Seconds(), cu.spooledBytes
 	if smp.NewCPUSeconds, err = nm.CPU(); err != nil {
 		return smp, err
 	}
@@ -279,8 +284,8 @@ func probeClient(endpoint string) (*clientv3.Client, error) {
 
 // catchUp is what awaitCatchUp saw.
 type catchUp struct {
-	serve, applied time.Duration
-	spooledBytes   int64
+	serve, applied, received time.Duration
+	spooledBytes             int64
 }
 
 // probeEvery is how often the new member is asked.
@@ -338,6 +343,7 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 	defer tick.Stop()
 	report := time.NewTicker(10 * time.Second)
 	defer report.Stop()
+	logged := &logFollower{path: nm.logPath}
 	for {
 		select {
 		case <-done:
@@ -353,6 +359,9 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 		case <-tick.C:
 			if nm.Kind == KindStrata {
 				cu.spooledBytes = max(cu.spooledBytes, dirBytes(spool))
+			}
+			if cu.received == 0 && logged.appended(snapshotReceived[nm.Kind]) {
+				cu.received = time.Since(nm.Started)
 			}
 		case <-report.C:
 			fmt.Fprintf(progress, "  %3.0f s: new member %s not caught up yet\n", time.Since(nm.Started).Seconds(), nm.Member)
@@ -394,6 +403,40 @@ func countPods(ctx context.Context, endpoint string) (int, error) {
 	return int(resp.Count), nil
 }
 
+// snapshotReceived is the text of the log line in which each server
+// says it received a whole snapshot (Strata's with --verbose, etcd's at
+// info level).
+var snapshotReceived = map[Kind]string{
+	KindStrata: "received snapshot at index",
+	KindEtcd37: `"received and saved database snapshot"`,
+}
+
+// logFollower reads what a process appends to its log.
+type logFollower struct {
+	path string
+	off  int64
+	tail []byte // the end of what was read, for a text split across reads
+}
+
+// appended reports whether text was appended to the log since the last
+// call (or, in the last call's last len(text)-1 bytes, then).
+func (f *logFollower) appended(text string) bool {
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.NewSectionReader(fh, f.off, 1<<62))
+	if err != nil || len(b) == 0 {
+		return false
+	}
+	f.off += int64(len(b))
+	b = append(f.tail, b...)
+	found := strings.Contains(string(b), text)
+	f.tail = append([]byte(nil), b[max(0, len(b)-len(text)+1):]...)
+	return found
+}
+
 // receivedSnapshots reads a new member's log for the snapshots it
 // received, and their size where the log states it (etcd's).
 func receivedSnapshots(k Kind, logPath string) (n int, bytes int64, err error) {
@@ -407,9 +450,10 @@ func receivedSnapshots(k Kind, logPath string) (n int, bytes int64, err error) {
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case k == KindStrata && strings.Contains(line, "received snapshot at index"):
+		case !strings.Contains(line, snapshotReceived[k]):
+		case k == KindStrata:
 			n++
-		case k == KindEtcd37 && strings.Contains(line, `"received and saved database snapshot"`):
+		case k == KindEtcd37:
 			var rec struct {
 				Size int64 `json:"incoming-snapshot-size-bytes"`
 			}
@@ -425,15 +469,15 @@ func receivedSnapshots(k Kind, logPath string) (n int, bytes int64, err error) {
 
 // medians are one server's medians over its samples.
 type memberMedians struct {
-	name                                string
-	logical, serve, mbps, applied, snap float64
-	rss, newCPU, leaderCPU, load        float64
-	received                            string
+	name                                       string
+	logical, serve, mbps, applied, snap, recvd float64
+	rss, newCPU, leaderCPU, load               float64
+	received                                   string
 }
 
 func (r *MemberRun) medians(k Kind) (memberMedians, bool) {
 	var m memberMedians
-	var logical, serve, mbps, applied, snap, rss, newCPU, leaderCPU, load []float64
+	var logical, serve, mbps, applied, snap, recvd, rss, newCPU, leaderCPU, load []float64
 	bySnapshot := 0
 	for _, s := range r.Samples {
 		if s.Kind != k {
@@ -445,6 +489,7 @@ func (r *MemberRun) medians(k Kind) (memberMedians, bool) {
 		mbps = append(mbps, s.MBPerSec())
 		applied = append(applied, s.AppliedSeconds)
 		snap = append(snap, mb(s.SnapshotBytes))
+		recvd = append(recvd, s.ReceivedSeconds)
 		rss = append(rss, mb(s.NewRSSBytes))
 		newCPU = append(newCPU, s.NewCPUSeconds)
 		leaderCPU = append(leaderCPU, s.LeaderCPUSeconds)
@@ -456,7 +501,8 @@ func (r *MemberRun) medians(k Kind) (memberMedians, bool) {
 	if len(serve) == 0 {
 		return m, false
 	}
-	m.logical, m.serve, m.mbps, m.applied, m.snap = stats.Median(logical), stats.Median(serve), stats.Median(mbps), stats.Median(applied), stats.Median(snap)
+	m.logical, m.serve, m.mbps, m.applied = stats.Median(logical), stats.Median(serve), stats.Median(mbps), stats.Median(applied)
+	m.snap, m.recvd = stats.Median(snap), stats.Median(recvd)
 	m.rss, m.newCPU, m.leaderCPU, m.load = stats.Median(rss), stats.Median(newCPU), stats.Median(leaderCPU), stats.Median(load)
 	switch bySnapshot {
 	case len(serve):
@@ -480,6 +526,7 @@ func (r *MemberRun) Tables() []*report.Table {
 		{Name: "Applied after", Unit: "s", Format: "%.2f"},
 		{Name: "Received"},
 		{Name: "Snapshot", Unit: "MB", Format: "%.0f"},
+		{Name: "Snapshot in after", Unit: "s", Format: "%.2f"},
 	}}
 	cost := &report.Table{Columns: []report.Column{
 		{Name: "Server"},
@@ -493,20 +540,16 @@ func (r *MemberRun) Tables() []*report.Table {
 		if !ok {
 			continue
 		}
-		var snap any = m.snap
-		if m.snap == 0 {
-			snap = nil
-		}
-		catch.Rows = append(catch.Rows, []any{m.name, m.logical, m.serve, m.mbps, m.applied, m.received, snap})
+		catch.Rows = append(catch.Rows, []any{m.name, m.logical, m.serve, m.mbps, m.applied, m.received, orNil(m.snap), orNil(m.recvd)})
 		cost.Rows = append(cost.Rows, []any{m.name, m.rss, m.newCPU, m.leaderCPU, m.load})
 	}
-	passes := fmt.Sprintf("medians of %d passes", r.Options.Passes)
+	passes := fmt.Sprintf("Medians of %d passes", r.Options.Passes)
 	if r.Options.Passes == 1 {
-		passes = "one pass"
+		passes = "One pass"
 	}
 	catch.Notes = []string{
 		fmt.Sprintf("A 3-member cluster loaded through its leader with %d pod creates and %d updates (Kubernetes-shaped, about 14 KB each), then a last key and a compaction to its revision; then a 4th member added (MemberAdd, then its process joining). Times from the start of its process: 'Serves after' to its first serializable read, through a client of the new member alone, that sees the last key; 'Applied after' to its applied index reaching the leader's (Status). Catch-up: Data / 'Serves after'. %s; 1 MB = 2^20 bytes.", r.Options.Load.Pods, r.Options.Load.Updates, passes),
-		"Received: how the new member caught up, from its log (snapshot: it was sent a raft snapshot, then the log's tail). Snapshot: what it received as snapshots, from etcd's log line, or the largest Strata's spooled snapshot file was seen (sampled every 50 ms).",
+		"Received: how the new member caught up, from its log (snapshot: it was sent a raft snapshot, then the log's tail). Snapshot: what it received as snapshots, from etcd's log line, or the largest Strata's spooled snapshot file was seen (sampled every 50 ms). 'Snapshot in after': from the start until the new member logged the whole snapshot received (read every 50 ms); the rest of 'Serves after' is its restore and the log's tail.",
 	}
 	cost.Notes = []string{
 		"New member: its resident set and CPU time from its start until it served and applied everything; Leader CPU: the leader's CPU time over the same span; Load: the time to write the pods.",
@@ -514,20 +557,29 @@ func (r *MemberRun) Tables() []*report.Table {
 	return []*report.Table{catch, cost}
 }
 
-// RunsTable lists every pass.
+// orNil is x, or an empty cell for 0 (nothing received).
+func orNil(x float64) any {
+	if x == 0 {
+		return nil
+	}
+	return x
+}
+
+// RunsTable lists every pass (a snapshot time and size only where the
+// member received a snapshot).
 func (r *MemberRun) RunsTable() *report.Table {
 	t := &report.Table{Columns: []report.Column{
 		{Name: "Server"},
 		{Name: "Pass"},
 		{Name: "Serves after", Unit: "s", Format: "%.2f"},
 		{Name: "Applied after", Unit: "s", Format: "%.2f"},
-		{Name: "Received"},
+		{Name: "Snapshot in after", Unit: "s", Format: "%.2f"},
 		{Name: "Snapshot", Unit: "MB", Format: "%.0f"},
 		{Name: "New member CPU", Unit: "s", Format: "%.1f"},
 		{Name: "Leader CPU", Unit: "s", Format: "%.1f"},
 	}}
 	for _, s := range r.Samples {
-		t.Rows = append(t.Rows, []any{s.Name, s.Pass, s.ServeSeconds, s.AppliedSeconds, s.Received(), mb(s.SnapshotBytes), s.NewCPUSeconds, s.LeaderCPUSeconds})
+		t.Rows = append(t.Rows, []any{s.Name, s.Pass, s.ServeSeconds, s.AppliedSeconds, orNil(s.ReceivedSeconds), orNil(mb(s.SnapshotBytes)), s.NewCPUSeconds, s.LeaderCPUSeconds})
 	}
 	return t
 }

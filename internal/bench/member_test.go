@@ -18,7 +18,7 @@ import (
 // joining. The command fails unless the new member, through a client of it
 // alone, answers the last key written before the add and every pod, and
 // its applied index reaches the leader's; the table must then say it
-// received a snapshot, of at least the pods' size.
+// received a snapshot, of at least the pods' size, before it served.
 func TestBenchMember(t *testing.T) {
 	var p bench.Programs
 	if !selfAsStrata(t, &p) {
@@ -74,10 +74,15 @@ func TestBenchMember(t *testing.T) {
 				t.Errorf("%v: %s = %v, want >= %.1f (%d pods of 10 KB or more)", row["server"], col, row[col], minMB, pods)
 			}
 		}
-		for _, col := range []string{"serves_after_s", "applied_after_s", "catch_up_mb_s"} {
+		for _, col := range []string{"serves_after_s", "applied_after_s", "catch_up_mb_s", "snapshot_in_after_s"} {
 			if v, _ := row[col].(float64); v <= 0 {
 				t.Errorf("%v: %s = %v, want > 0", row["server"], col, row[col])
 			}
+		}
+		// The snapshot is logged received before the member serves, give or
+		// take the 50 ms between two reads of its log.
+		if in, serves := row["snapshot_in_after_s"].(float64), row["serves_after_s"].(float64); in > serves+0.1 {
+			t.Errorf("%v: snapshot received after %.2f s, but the member served after %.2f s", row["server"], in, serves)
 		}
 		if v, _ := cost[i]["new_member_cpu_s"].(float64); v <= 0 {
 			t.Errorf("%v: new member CPU %v, want > 0", row["server"], cost[i]["new_member_cpu_s"])
