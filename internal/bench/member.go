@@ -168,8 +168,9 @@ func RunMember(ctx context.Context, o MemberOptions) (*MemberRun, error) {
 			}
 			smp.Pass = pass + 1
 			res.Samples = append(res.Samples, smp)
-			fmt.Fprintf(o.Progress, "pass %d/%d: %s: %.0f MB, new member serves in %.2f s (%.0f MB/s), applied in %.2f s, by %s\n",
-				pass+1, o.Passes, smp.Name, mb(smp.LogicalBytes), smp.ServeSeconds, smp.MBPerSec(), smp.AppliedSeconds, smp.Received())
+			fmt.Fprintf(o.Progress, "pass %d/%d: %s: %.0f MB, new member serves in %.2f s (%.0f MB/s), applied in %.2f s, by %s (%.0f MB in after %.2f s); new member RSS %.0f MB, CPU %.1f s; leader CPU %.1f s\n",
+				pass+1, o.Passes, smp.Name, mb(smp.LogicalBytes), smp.ServeSeconds, smp.MBPerSec(), smp.AppliedSeconds, smp.Received(),
+				mb(smp.SnapshotBytes), smp.ReceivedSeconds, mb(smp.NewRSSBytes), smp.NewCPUSeconds, smp.LeaderCPUSeconds)
 		}
 	}
 	return res, nil
