@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/workload"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -222,11 +223,13 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 // same requests, without Run's watch, compactions, events, list and
 // read-back: the data of a benchmark that measures something else (a new
 // member's catch-up). It returns the logical bytes the pods hold at the
-// end (each pod's key and last acknowledged value) and the revision of the
-// last write.
-func (l KubeLoad) Fill(ctx context.Context) (logical, rev int64, err error) {
+// end (each pod's key and last acknowledged value), the revision of the
+// last write and the number of creates retried after a timeout (a
+// create whose outcome was unknown is tried again, as the apiserver's
+// client does; Run fails on it instead).
+func (l KubeLoad) Fill(ctx context.Context) (logical, rev int64, retried int, err error) {
 	if err := l.validate(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	l.EventEvery = 0
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
@@ -234,7 +237,7 @@ func (l KubeLoad) Fill(ctx context.Context) (logical, rev int64, err error) {
 	conns, err := l.dial(l.Conns)
 	defer closeAll(conns)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	k := l.newRun(nil)
 	if l.Progress != nil {
@@ -242,19 +245,19 @@ func (l KubeLoad) Fill(ctx context.Context) (logical, rev int64, err error) {
 		defer stop()
 		go k.report(rctx, l.Progress)
 	}
-	if _, err := k.phase(ctx, conns, "create", l.Pods, k.create); err != nil {
-		return 0, 0, err
+	if _, err := k.phase(ctx, conns, "create", l.Pods, k.createRetried); err != nil {
+		return 0, 0, int(k.retries.Load()), err
 	}
 	if l.Updates > 0 {
 		if _, err := k.phase(ctx, conns, "update", l.Updates, k.update); err != nil {
-			return 0, 0, err
+			return 0, 0, int(k.retries.Load()), err
 		}
 	}
 	for i := range l.Pods {
 		logical += int64(len(k.pods.Key(i)) + len(k.pods.Pod(i, int(k.stored[i].Load()))))
 		rev = max(rev, k.modRev[i].Load())
 	}
-	return logical, rev, nil
+	return logical, rev, int(k.retries.Load()), nil
 }
 
 // validate checks the load's counts.
@@ -348,6 +351,7 @@ type kubeRun struct {
 	gauges      []KubeGauge
 
 	conflicts   atomic.Int64
+	retries     atomic.Int64 // creates retried after a timeout (Fill)
 	events      atomic.Int64
 	watchUntil  atomic.Int64
 	compactions atomic.Int64
@@ -453,10 +457,33 @@ func (k *kubeRun) create(ctx context.Context, c *clientv3.Client, _, i int) erro
 		return err
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("pod %s already exists", key)
+		return fmt.Errorf("pod %s %w", key, errPodExists)
 	}
 	k.modRev[i].Store(resp.Header.Revision)
 	return k.maybeEvent(ctx, c, i)
+}
+
+// errPodExists is a create that found its pod.
+var errPodExists = errors.New("already exists")
+
+// createRetried is create, tried again up to twice after a write whose
+// outcome is unknown (etcd's "request timed out"), as the apiserver's
+// client retries; a retry that finds the pod means the attempt that timed
+// out committed, and the pod's revision is read back.
+func (k *kubeRun) createRetried(ctx context.Context, c *clientv3.Client, w, i int) error {
+	err := k.create(ctx, c, w, i)
+	for tries := 0; tries < 2 && errors.Is(err, rpctypes.ErrTimeout); tries++ {
+		k.retries.Add(1)
+		if err = k.create(ctx, c, w, i); errors.Is(err, errPodExists) {
+			resp, gerr := c.Get(ctx, k.pods.Key(i))
+			if gerr != nil || len(resp.Kvs) != 1 {
+				return fmt.Errorf("reading back pod %d after a retried create: %v (%w)", i, gerr, err)
+			}
+			k.modRev[i].Store(resp.Kvs[0].ModRevision)
+			return nil
+		}
+	}
+	return err
 }
 
 // update rewrites a pod picked at random, as GuaranteedUpdate does: a txn

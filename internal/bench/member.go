@@ -95,6 +95,9 @@ type MemberSample struct {
 	// member is added; LoadSeconds the time it took to write them.
 	LogicalBytes int64   `json:"logical_bytes"`
 	LoadSeconds  float64 `json:"load_seconds"`
+	// RetriedCreates counts the pod creates that timed out ("request
+	// timed out": outcome unknown) and were tried again (KubeLoad.Fill).
+	RetriedCreates int `json:"retried_creates"`
 	// ServeSeconds is the time from the start of the new member's process
 	// to its first answered serializable read that sees the last key
 	// written before the add, through a client of the new member alone.
@@ -199,7 +202,7 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	load := o.Load
 	load.Endpoint, load.Progress = leader.Endpoint, o.Progress
 	t0 := time.Now()
-	if smp.LogicalBytes, _, err = load.Fill(ctx); err != nil {
+	if smp.LogicalBytes, _, smp.RetriedCreates, err = load.Fill(ctx); err != nil {
 		return smp, err
 	}
 	smp.LoadSeconds = time.Since(t0).Seconds()
@@ -207,7 +210,7 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	if err != nil {
 		return smp, err
 	}
-	fmt.Fprintf(o.Progress, "  loaded %.0f MB in %.0f s; adding member s4\n", mb(smp.LogicalBytes), smp.LoadSeconds)
+	fmt.Fprintf(o.Progress, "  loaded %.0f MB in %.0f s (%d creates retried after a timeout); adding member s4\n", mb(smp.LogicalBytes), smp.LoadSeconds, smp.RetriedCreates)
 	leaderCPU0, err := leader.CPU()
 	if err != nil {
 		return smp, err
@@ -468,12 +471,14 @@ func receivedSnapshots(k Kind, logPath string) (n int, bytes int64, err error) {
 	return n, bytes, sc.Err()
 }
 
-// medians are one server's medians over its samples.
+// memberMedians are one server's medians over its samples, and the
+// creates retried in all of them.
 type memberMedians struct {
 	name                                       string
 	logical, serve, mbps, applied, snap, recvd float64
 	rss, newCPU, leaderCPU, load               float64
 	received                                   string
+	retried                                    int
 }
 
 func (r *MemberRun) medians(k Kind) (memberMedians, bool) {
@@ -491,6 +496,7 @@ func (r *MemberRun) medians(k Kind) (memberMedians, bool) {
 		applied = append(applied, s.AppliedSeconds)
 		snap = append(snap, mb(s.SnapshotBytes))
 		recvd = append(recvd, s.ReceivedSeconds)
+		m.retried += s.RetriedCreates
 		rss = append(rss, mb(s.NewRSSBytes))
 		newCPU = append(newCPU, s.NewCPUSeconds)
 		leaderCPU = append(leaderCPU, s.LeaderCPUSeconds)
@@ -535,6 +541,7 @@ func (r *MemberRun) Tables() []*report.Table {
 		{Name: "New member CPU", Unit: "s", Format: "%.1f"},
 		{Name: "Leader CPU", Unit: "s", Format: "%.1f"},
 		{Name: "Load", Unit: "s", Format: "%.0f"},
+		{Name: "Retried"},
 	}}
 	for _, k := range r.Options.Servers {
 		m, ok := r.medians(k)
@@ -542,7 +549,7 @@ func (r *MemberRun) Tables() []*report.Table {
 			continue
 		}
 		catch.Rows = append(catch.Rows, []any{m.name, m.logical, m.serve, m.mbps, m.applied, m.received, orNil(m.snap), orNil(m.recvd)})
-		cost.Rows = append(cost.Rows, []any{m.name, m.rss, m.newCPU, m.leaderCPU, m.load})
+		cost.Rows = append(cost.Rows, []any{m.name, m.rss, m.newCPU, m.leaderCPU, m.load, m.retried})
 	}
 	passes := fmt.Sprintf("Medians of %d passes", r.Options.Passes)
 	if r.Options.Passes == 1 {
@@ -553,7 +560,7 @@ func (r *MemberRun) Tables() []*report.Table {
 		"Received: how the new member caught up, from its log (snapshot: it was sent a raft snapshot, then the log's tail). Snapshot: what it received as snapshots, from etcd's log line, or the largest Strata's spooled snapshot file was seen (sampled every 50 ms). 'Snapshot in after': from the start until the new member logged the whole snapshot received (read every 50 ms); the rest of 'Serves after' is its restore and the log's tail.",
 	}
 	cost.Notes = []string{
-		"New member: its resident set and CPU time from its start until it served and applied everything; Leader CPU: the leader's CPU time over the same span; Load: the time to write the pods.",
+		"New member: its resident set and CPU time from its start until it served and applied everything; Leader CPU: the leader's CPU time over the same span; Load: the time to write the pods; Retried: creates that timed out (\"request timed out\") and were tried again.",
 	}
 	return []*report.Table{catch, cost}
 }
