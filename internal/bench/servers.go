@@ -208,7 +208,9 @@ func launchServer(kind Kind, p Programs, parent string, so StartOptions) (*Serve
 			args = append(args, fmt.Sprintf("--snapshot-count=%d", so.SnapshotEntries), fmt.Sprintf("--snapshot-catchup-entries=%d", catchUpEntries(so.SnapshotEntries)))
 		}
 		if so.join {
-			args = append(args, "--initial-cluster-state", "existing", "--log-level", "info")
+			// A joining member catches up before it is ready, for as long
+			// as the benchmark allows.
+			args = append(args, "--initial-cluster-state", "existing", "--log-level", "info", "--ready-timeout", "0s")
 		}
 		if so.QuotaBytes > 0 {
 			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))

@@ -56,6 +56,7 @@ func run(args []string) error {
 	token := fs.String("initial-cluster-token", "etcd-cluster", "etcd's --initial-cluster-token")
 	snapshotCount := fs.Uint64("snapshot-count", 0, "etcd's --snapshot-count, `ENTRIES` applied between snapshots; 0 is etcd's default (10000)")
 	catchUp := fs.Uint64("snapshot-catchup-entries", 0, "etcd's --snapshot-catchup-entries, `ENTRIES` kept behind a snapshot for slow followers; 0 is etcd's default (5000)")
+	readyTimeout := fs.Duration("ready-timeout", 60*time.Second, "how long to wait for the member to be ready (a joining member: to catch up) before giving up; 0 waits as etcd does")
 	state := fs.String("initial-cluster-state", embed.ClusterStateFlagNew, "etcd's --initial-cluster-state: new, or existing for a member added at run time (etcdctl member add) that joins a running cluster")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -116,11 +117,15 @@ func run(args []string) error {
 		return err
 	}
 	defer e.Close()
+	var notReady <-chan time.Time // nil: never
+	if *readyTimeout > 0 {
+		notReady = time.After(*readyTimeout)
+	}
 	select {
 	case <-e.Server.ReadyNotify():
-	case <-time.After(60 * time.Second):
+	case <-notReady:
 		e.Server.Stop()
-		return fmt.Errorf("not ready after 60 s")
+		return fmt.Errorf("not ready after %s (--ready-timeout)", *readyTimeout)
 	case <-ctx.Done():
 		return nil
 	}
