@@ -39,13 +39,18 @@ each with a fresh temporary data directory, loads them and prints a table.
           net/http alone cost per request, in a table of its own.
   memory  etcd's storage memory benchmark: RSS after loading N keys with
           several versions through the v3 API.
+  kube    Kubernetes-shaped pods, watch, leases, compactions, a paginated list.
+  watch   puts with no watcher, then with 10,000 watchers (etcd's benchmark watch).
+  member  a 4th member added to a loaded 3-member cluster: the time until it
+          serves the data, and whether it was sent a snapshot.
 
 Needs wrk and etcd 3.4 (Debian: apt-get install wrk etcd-server) and, for
 etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
 		Example: `  strata bench qps --passes 3 --format markdown
-  strata bench memory --servers strata,etcd34,etcd37`,
+  strata bench memory --servers strata,etcd34,etcd37
+  strata bench member --pods 70000 --passes 2`,
 	}
-	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand(), newBenchKubeCommand(), newBenchWatchCommand())
+	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand(), newBenchKubeCommand(), newBenchWatchCommand(), newBenchMemberCommand())
 	return cmd
 }
 
@@ -379,7 +384,8 @@ func newBenchMemoryCommand() *cobra.Command {
 		Short: "etcd's storage memory table: server RSS after loading keys through the v3 API",
 		Example: `  strata bench memory --format markdown
   strata bench memory --keys 1000000 --versions 1 --value-sizes 256   # a long row
-  strata bench memory --servers strata,etcd34,etcd37`,
+  strata bench memory --servers strata,etcd34,etcd37
+  strata bench member --pods 70000 --passes 2`,
 		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}

@@ -15,33 +15,65 @@ import (
 type benchKubeOptions struct {
 	common       benchCommon
 	passes       int
-	pods         int
-	updates      int
-	clients      int
-	conns        int
+	pods         podFlags
 	eventEvery   int
 	compactEvery time.Duration
-	seed         int64
-	quota        int64
-	timeout      time.Duration
 	endpoint     string
 	plot         string
 	pinFlags
+}
+
+// podFlags are the flags of the pods that kube and member write: how
+// many, by how many writers, and etcd's quota for them.
+type podFlags struct {
+	pods, updates, clients, conns int
+	seed, quota                   int64
+	timeout                       time.Duration
+}
+
+// AddFlags registers the pods' flags with the given default counts.
+func (o *podFlags) AddFlags(fs *pflag.FlagSet, pods, updates int) {
+	fs.IntVar(&o.pods, "pods", pods, "pods created (about 14 KB each: 70000 are about 1 GB)")
+	fs.IntVar(&o.updates, "updates", updates, "pod updates after the creates")
+	fs.IntVar(&o.clients, "clients", 32, "concurrent writers")
+	fs.IntVar(&o.conns, "conns", 4, "gRPC connections the writers share")
+	fs.Int64Var(&o.seed, "seed", 1, "workload seed")
+	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
+	fs.DurationVar(&o.timeout, "load-timeout", 30*time.Minute, "bound on each server's load")
+}
+
+// problems reports every bad value, each naming its flag.
+func (o *podFlags) problems() []error {
+	var problems []error
+	for _, f := range []struct {
+		name   string
+		v, min int
+	}{{"--pods", o.pods, 1}, {"--updates", o.updates, 0}, {"--clients", o.clients, 1}, {"--conns", o.conns, 1}} {
+		if f.v < f.min {
+			problems = append(problems, fmt.Errorf("%s %d: must be >= %d", f.name, f.v, f.min))
+		}
+	}
+	if o.conns > o.clients {
+		problems = append(problems, fmt.Errorf("--conns %d: must be <= --clients (%d)", o.conns, o.clients))
+	}
+	if o.timeout <= 0 {
+		problems = append(problems, fmt.Errorf("--load-timeout %s: must be > 0", o.timeout))
+	}
+	return problems
+}
+
+// load is the pods' load, without an endpoint.
+func (o *podFlags) load() bench.KubeLoad {
+	return bench.KubeLoad{Pods: o.pods, Updates: o.updates, Clients: o.clients, Conns: o.conns, Seed: o.seed, Timeout: o.timeout}
 }
 
 // AddFlags registers kube's flags.
 func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd37"})
 	fs.IntVar(&o.passes, "passes", 1, "passes over the servers, the first server alternating")
-	fs.IntVar(&o.pods, "pods", 80_000, "pods created (about 14 KB each)")
-	fs.IntVar(&o.updates, "updates", 80_000, "pod updates after the creates")
-	fs.IntVar(&o.clients, "clients", 32, "concurrent writers")
-	fs.IntVar(&o.conns, "conns", 4, "gRPC connections the writers share")
+	o.pods.AddFlags(fs, 80_000, 80_000)
 	fs.IntVar(&o.eventEvery, "event-every", 10, "an event on a lease every N writes (0: none)")
 	fs.DurationVar(&o.compactEvery, "compact-every", 30*time.Second, "compaction period (the apiserver's is 5m); 0 never compacts")
-	fs.Int64Var(&o.seed, "seed", 1, "workload seed")
-	fs.Int64Var(&o.quota, "quota-bytes", 16<<30, "etcd's backend quota")
-	fs.DurationVar(&o.timeout, "load-timeout", 30*time.Minute, "bound on each server's load")
 	fs.StringVar(&o.plot, "plot", "", "also draw the time line (puts/s and p99 per second, compactions marked) as SVG to `FILE`")
 	o.pinFlags.AddFlags(fs)
 	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
@@ -66,30 +98,25 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var problems []error
+	problems := o.pods.problems()
 	for _, f := range []struct {
 		name   string
 		v, min int
-	}{{"--passes", o.passes, 1}, {"--pods", o.pods, 1}, {"--updates", o.updates, 0}, {"--clients", o.clients, 1}, {"--conns", o.conns, 1}, {"--event-every", o.eventEvery, 0}} {
+	}{{"--passes", o.passes, 1}, {"--event-every", o.eventEvery, 0}} {
 		if f.v < f.min {
 			problems = append(problems, fmt.Errorf("%s %d: must be >= %d", f.name, f.v, f.min))
 		}
 	}
-	if o.conns > o.clients {
-		problems = append(problems, fmt.Errorf("--conns %d: must be <= --clients (%d)", o.conns, o.clients))
-	}
-	if o.compactEvery < 0 || o.timeout <= 0 {
-		problems = append(problems, fmt.Errorf("--compact-every %s must be >= 0 and --load-timeout %s > 0", o.compactEvery, o.timeout))
+	if o.compactEvery < 0 {
+		problems = append(problems, fmt.Errorf("--compact-every %s: must be >= 0", o.compactEvery))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
 	ctx, stop := signalContext(cmd)
 	defer stop()
-	load := bench.KubeLoad{
-		Pods: o.pods, Updates: o.updates, Clients: o.clients, Conns: o.conns,
-		EventEvery: o.eventEvery, CompactEvery: o.compactEvery, Seed: o.seed, Timeout: o.timeout,
-	}
+	load := o.pods.load()
+	load.EventEvery, load.CompactEvery = o.eventEvery, o.compactEvery
 	if o.endpoint != "" {
 		load.Endpoint, load.Progress = o.endpoint, cmd.ErrOrStderr()
 		r, err := load.Run(ctx)
@@ -104,7 +131,7 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	ko := bench.KubeOptions{
-		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.quota, Pin: pin, Progress: cmd.ErrOrStderr(),
+		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.pods.quota, Pin: pin, Progress: cmd.ErrOrStderr(),
 		Load: load,
 	}
 	var cleanup func()

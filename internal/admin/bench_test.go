@@ -26,6 +26,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "qps", "--members", "3", "--apis", "v2,v3", "--via", "middle"}, []string{"api v2 with members 3", `via "middle"`}},
 		{[]string{"bench", "qps", "--via", "follower"}, []string{`via "follower" with members 1`}},
 		{[]string{"bench", "memory", "--keys", "0", "--key-sizes", "8", "--clients", "0"}, []string{"keys 0", "key size 8", "--clients 0"}},
+		{[]string{"bench", "member", "--servers", "etcd34", "--pods", "0", "--catchup-timeout", "0s"}, []string{"--pods 0: must be >= 1", "--catchup-timeout 0s: must be > 0"}},
+		{[]string{"bench", "member", "--servers", "strata,etcd34"}, []string{`server "etcd34"`, "strata and etcd37 only"}},
 		{[]string{"bench", "memory", "--etcd", "/nonexistent/etcd"}, []string{"/nonexistent/etcd", "etcd-server"}},
 		{[]string{"bench", "memory", "--servers", "strata,floor"}, []string{"--servers floor", "bench qps` only"}},
 		{[]string{"bench", "qps", "--servers", "floor", "--floor", "/nonexistent/floor"}, []string{"/nonexistent/floor", "./internal/bench/floor"}},

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,6 +24,11 @@ type Cluster struct {
 	Name string
 	// Members are the servers, in the order of their names (s1, s2, ...).
 	Members []*Server
+
+	// addrs are the members' names and addresses, in the order of
+	// Members; so, the options they were started with.
+	addrs []memberAddrs
+	so    StartOptions
 }
 
 // Via names the member of a cluster a row's requests go to.
@@ -68,7 +75,7 @@ func StartCluster(ctx context.Context, kind Kind, n int, p Programs, parent stri
 	}
 	// A member is healthy once it knows a leader, which needs a majority
 	// running: the members start together.
-	c := &Cluster{Kind: kind, Members: make([]*Server, n)}
+	c := &Cluster{Kind: kind, Members: make([]*Server, n), addrs: members, so: so}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range members {
@@ -192,4 +199,68 @@ func (c *Cluster) Target(ctx context.Context, via string) (s *Server, leader int
 		return nil, 0, fmt.Errorf("%w: via follower: %s has no follower", ErrOptions, c.Name)
 	}
 	return nil, 0, fmt.Errorf("%w: via %q: allowed are leader and follower", ErrOptions, via)
+}
+
+// AddMember adds a member to the running cluster as an operator does:
+// MemberAdd (etcdctl member add) through the leader, then the new
+// member's process, started with every member listed and joining (Strata's
+// join = true, etcd's --initial-cluster-state existing), on the CPUs and
+// with the settings of the others. It returns once the process is started,
+// without waiting for it to serve: the caller times its catch-up from
+// Server.Started and, once it serves, reads its name with its first
+// /health (Server.waitReady). The new member is the last of Members and
+// stops with the cluster.
+func (c *Cluster) AddMember(ctx context.Context, p Programs, parent string) (*Server, error) {
+	if len(c.addrs) == 0 {
+		return nil, fmt.Errorf("%w: %s is a server alone: members are added to clusters", ErrOptions, c.Name)
+	}
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	me := memberAddrs{
+		name:   fmt.Sprintf("s%d", len(c.addrs)+1),
+		client: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		peer:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Members[leader].Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	if err := memberAdd(ctx, cli, "http://"+me.peer); err != nil {
+		return nil, fmt.Errorf("bench: adding member %s (peer http://%s) to %s: %w", me.name, me.peer, c.Name, err)
+	}
+	so := c.so
+	so.members, so.self, so.join = append(slices.Clone(c.addrs), me), len(c.addrs), true
+	s, err := launchServer(c.Kind, p, parent, so)
+	if err != nil {
+		return nil, err
+	}
+	c.Members, c.addrs = append(c.Members, s), so.members
+	return s, nil
+}
+
+// memberAdd adds a voting member with peerURL, retrying for up to 20 s
+// while the leader refuses as etcd's does in a cluster that has not been
+// healthy for 5 s ("unhealthy cluster": a member it has not been connected
+// to all along), as an operator would retry.
+func memberAdd(ctx context.Context, cli *clientv3.Client, peerURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, leaderTimeout)
+	defer cancel()
+	for {
+		_, err := cli.MemberAdd(ctx, []string{peerURL})
+		if !errors.Is(err, rpctypes.ErrUnhealthy) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratadb/strata/internal/report"
 	"github.com/stratadb/strata/internal/workload"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -122,8 +123,8 @@ var ErrKubeLoad = errors.New("bench: kube load")
 // Run runs the load and checks what it can check on the way: every write
 // acknowledged, every event delivered once, the list complete.
 func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
-	if l.Pods < 1 || l.Updates < 0 || l.Clients < 1 || l.Conns < 1 || l.Conns > l.Clients {
-		return nil, fmt.Errorf("%w: need pods (%d) >= 1, updates (%d) >= 0, 1 <= conns (%d) <= clients (%d)", ErrKubeLoad, l.Pods, l.Updates, l.Conns, l.Clients)
+	if err := l.validate(); err != nil {
+		return nil, err
 	}
 	progress := l.Progress
 	if progress == nil {
@@ -131,31 +132,17 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
-	conns := make([]*clientv3.Client, 0, l.Conns+1)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for range l.Conns + 1 { // the last one watches, compacts and lists
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
-		if err != nil {
-			return nil, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, l.Endpoint, err)
-		}
-		conns = append(conns, c)
+	conns, err := l.dial(l.Conns + 1) // the last one watches, compacts and lists
+	defer closeAll(conns)
+	if err != nil {
+		return nil, err
 	}
 	admin := conns[l.Conns]
 	first, err := admin.Get(ctx, "/registry/pods/", clientv3.WithCountOnly())
 	if err != nil {
 		return nil, fmt.Errorf("%w: first read: %w", ErrKubeLoad, err)
 	}
-	k := &kubeRun{KubeLoad: l, pods: workload.NewPods(l.Seed), start: time.Now()}
-	k.modRev = make([]atomic.Int64, l.Pods)
-	k.gen = make([]atomic.Int32, l.Pods)
-	k.stored = make([]atomic.Int32, l.Pods)
-	k.perSecond = make([]atomic.Int32, int(l.Timeout/time.Second)+2)
-	k.compactAt = make([]atomic.Bool, len(k.perSecond))
-	k.lease.c = admin
+	k := l.newRun(admin)
 
 	// The watch on the pods' prefix, from the revision before any write.
 	watchCtx, stopWatch := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -232,6 +219,88 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	return res, nil
 }
 
+// Fill writes the pods as Run does, creates then updates through the
+// same requests, without Run's watch, compactions, events, list and
+// read-back: the data of a benchmark that measures something else (a new
+// member's catch-up). It returns the logical bytes the pods hold at the
+// end (each pod's key and last acknowledged value), the revision of the
+// last write and the number of creates retried after a timeout (a
+// create whose outcome was unknown is tried again, as the apiserver's
+// client does; Run fails on it instead).
+func (l KubeLoad) Fill(ctx context.Context) (logical, rev int64, retried int, err error) {
+	if err := l.validate(); err != nil {
+		return 0, 0, 0, err
+	}
+	l.EventEvery = 0
+	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	defer cancel()
+	conns, err := l.dial(l.Conns)
+	defer closeAll(conns)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	k := l.newRun(nil)
+	if l.Progress != nil {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go k.report(rctx, l.Progress)
+	}
+	if _, err := k.phase(ctx, conns, "create", l.Pods, k.createRetried); err != nil {
+		return 0, 0, int(k.retries.Load()), err
+	}
+	if l.Updates > 0 {
+		if _, err := k.phase(ctx, conns, "update", l.Updates, k.update); err != nil {
+			return 0, 0, int(k.retries.Load()), err
+		}
+	}
+	for i := range l.Pods {
+		logical += int64(len(k.pods.Key(i)) + len(k.pods.Pod(i, int(k.stored[i].Load()))))
+		rev = max(rev, k.modRev[i].Load())
+	}
+	return logical, rev, int(k.retries.Load()), nil
+}
+
+// validate checks the load's counts.
+func (l KubeLoad) validate() error {
+	if l.Pods < 1 || l.Updates < 0 || l.Clients < 1 || l.Conns < 1 || l.Conns > l.Clients || l.Timeout <= 0 {
+		return fmt.Errorf("%w: need pods (%d) >= 1, updates (%d) >= 0, 1 <= conns (%d) <= clients (%d), timeout (%s) > 0", ErrKubeLoad, l.Pods, l.Updates, l.Conns, l.Clients, l.Timeout)
+	}
+	return nil
+}
+
+// dial opens n client connections to the load's endpoint; the caller
+// closes those returned, with an error too.
+func (l KubeLoad) dial(n int) ([]*clientv3.Client, error) {
+	conns := make([]*clientv3.Client, 0, n)
+	for range n {
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+		if err != nil {
+			return conns, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, l.Endpoint, err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+func closeAll(conns []*clientv3.Client) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// newRun is the state of a run of l starting now; admin grants the event
+// leases.
+func (l KubeLoad) newRun(admin *clientv3.Client) *kubeRun {
+	k := &kubeRun{KubeLoad: l, pods: workload.NewPods(l.Seed), start: time.Now()}
+	k.modRev = make([]atomic.Int64, l.Pods)
+	k.gen = make([]atomic.Int32, l.Pods)
+	k.stored = make([]atomic.Int32, l.Pods)
+	k.perSecond = make([]atomic.Int32, int(l.Timeout/time.Second)+2)
+	k.compactAt = make([]atomic.Bool, len(k.perSecond))
+	k.lease.c = admin
+	return k
+}
+
 // verify reads every pod back: its value and mod_revision are the last
 // acknowledged write's. Then the history: a read at the last compaction's
 // revision is answered, one below it is refused as compacted.
@@ -282,6 +351,7 @@ type kubeRun struct {
 	gauges      []KubeGauge
 
 	conflicts  atomic.Int64
+	retries    atomic.Int64 // creates retried after a timeout (Fill)
 	events     atomic.Int64
 	watchUntil atomic.Int64
 	// compactAsked is the revision of the last compaction requested.
@@ -389,10 +459,33 @@ func (k *kubeRun) create(ctx context.Context, c *clientv3.Client, _, i int) erro
 		return err
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("pod %s already exists", key)
+		return fmt.Errorf("pod %s %w", key, errPodExists)
 	}
 	k.modRev[i].Store(resp.Header.Revision)
 	return k.maybeEvent(ctx, c, i)
+}
+
+// errPodExists is a create that found its pod.
+var errPodExists = errors.New("already exists")
+
+// createRetried is create, tried again up to twice after a write whose
+// outcome is unknown (etcd's "request timed out"), as the apiserver's
+// client retries; a retry that finds the pod means the attempt that timed
+// out committed, and the pod's revision is read back.
+func (k *kubeRun) createRetried(ctx context.Context, c *clientv3.Client, w, i int) error {
+	err := k.create(ctx, c, w, i)
+	for tries := 0; tries < 2 && errors.Is(err, rpctypes.ErrTimeout); tries++ {
+		k.retries.Add(1)
+		if err = k.create(ctx, c, w, i); errors.Is(err, errPodExists) {
+			resp, gerr := c.Get(ctx, k.pods.Key(i))
+			if gerr != nil || len(resp.Kvs) != 1 {
+				return fmt.Errorf("reading back pod %d after a retried create: %v (%w)", i, gerr, err)
+			}
+			k.modRev[i].Store(resp.Kvs[0].ModRevision)
+			return nil
+		}
+	}
+	return err
 }
 
 // update rewrites a pod picked at random, as GuaranteedUpdate does: a txn
@@ -876,7 +969,12 @@ func (r *KubeRun) Tables() []*report.Table {
 
 // WriteTables writes Tables in format f, a blank line between them.
 func (r *KubeRun) WriteTables(w io.Writer, f report.Format) error {
-	for i, t := range r.Tables() {
+	return writeTables(w, f, r.Tables())
+}
+
+// writeTables writes ts in format f, a blank line between them.
+func writeTables(w io.Writer, f report.Format, ts []*report.Table) error {
+	for i, t := range ts {
 		if i > 0 {
 			if _, err := io.WriteString(w, "\n"); err != nil {
 				return err

@@ -89,6 +89,8 @@ type Server struct {
 	// Member is the server's name in its cluster (StartCluster), "" for
 	// a server alone.
 	Member string
+	// Started is when the server's process was started.
+	Started time.Time
 
 	cmd     *exec.Cmd
 	dir     string
@@ -105,11 +107,22 @@ type StartOptions struct {
 	// Pin runs the server on Pin.ServerCPUs; the zero Pinning leaves it
 	// unpinned.
 	Pin Pinning
+	// SnapshotEntries is a cluster member's entries applied between raft
+	// snapshots (Strata's cluster.snapshot_entries, etcd's
+	// --snapshot-count), with min(5000, SnapshotEntries/2) entries kept
+	// behind each for slow followers, as Strata keeps them; 0 leaves each
+	// server's default (10000 entries, 5000 kept).
+	SnapshotEntries uint64
 
 	// members, set by StartCluster, make the server member self of a
 	// cluster of them, on the addresses they list.
 	members []memberAddrs
 	self    int
+	// join, set by Cluster.AddMember, starts member self as one added to
+	// the running cluster (Strata's join = true, etcd's
+	// --initial-cluster-state existing), logging what it receives
+	// (Strata's --verbose, etcd's info level).
+	join bool
 }
 
 // memberAddrs are one cluster member's name and loopback addresses.
@@ -121,6 +134,20 @@ const readyTimeout = 60 * time.Second
 // StartServer starts server kind on free loopback ports with a new data
 // directory under parent, and returns once it answers /health.
 func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so StartOptions) (*Server, error) {
+	s, err := launchServer(kind, p, parent, so)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// launchServer starts the process of StartServer and returns at once,
+// without waiting for it to answer.
+func launchServer(kind Kind, p Programs, parent string, so StartOptions) (*Server, error) {
 	dir, err := os.MkdirTemp(parent, string(kind)+"-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: data directory: %w", kind, err)
@@ -150,11 +177,15 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 			return nil, s.fail(errors.New("no strata executable given"))
 		}
 		conf := filepath.Join(dir, "strata.toml")
-		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s\n%s", filepath.Join(dir, "db"), s.Endpoint, p.StrataTOML, strataClusterTOML(so.members, me))
+		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s\n%s", filepath.Join(dir, "db"), s.Endpoint, p.StrataTOML, strataClusterTOML(so, filepath.Join(dir, strataRaftDir)))
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, s.fail(err)
 		}
-		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Strata, "serve", "--config", conf)
+		args := []string{"serve", "--config", conf}
+		if so.join {
+			args = append(args, "--verbose")
+		}
+		s.cmd = so.Pin.Command(so.Pin.ServerCPUs, p.Strata, args...)
 		env = p.StrataEnv
 	case KindEtcd34:
 		if len(so.members) > 0 {
@@ -181,6 +212,14 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 		if len(so.members) > 0 {
 			args = append(args, "--name", me.name, "--initial-cluster", etcdInitialCluster(so.members))
 		}
+		if so.SnapshotEntries > 0 {
+			args = append(args, fmt.Sprintf("--snapshot-count=%d", so.SnapshotEntries), fmt.Sprintf("--snapshot-catchup-entries=%d", catchUpEntries(so.SnapshotEntries)))
+		}
+		if so.join {
+			// A joining member catches up before it is ready, for as long
+			// as the benchmark allows.
+			args = append(args, "--initial-cluster-state", "existing", "--log-level", "info", "--ready-timeout", "0s")
+		}
 		if so.QuotaBytes > 0 {
 			args = append(args, fmt.Sprintf("--quota-backend-bytes=%d", so.QuotaBytes))
 		}
@@ -206,24 +245,35 @@ func StartServer(ctx context.Context, kind Kind, p Programs, parent string, so S
 	if err := s.launch(log); err != nil {
 		return nil, s.fail(err)
 	}
-	if err := s.waitReady(ctx); err != nil {
-		s.Stop()
-		return nil, err
-	}
 	return s, nil
 }
 
-// strataClusterTOML is the [cluster] section of member me of members, or
-// "" for a server alone. Every setting it leaves out is Strata's default,
-// which is etcd's: 100 ms heartbeats, 1 s election timeout, a snapshot
-// every 10,000 entries.
-func strataClusterTOML(members []memberAddrs, me memberAddrs) string {
-	if len(members) == 0 {
+// strataRaftDir is where, under its data directory, a Strata member
+// keeps its raft log and the snapshots it receives (in snap/).
+const strataRaftDir = "raft"
+
+// catchUpEntries is the entries kept behind a snapshot of every
+// snapshotEntries entries: Strata's rule (cluster/fromconfig.go), given
+// to etcd too when a benchmark sets the snapshot interval.
+func catchUpEntries(snapshotEntries uint64) uint64 {
+	return max(1, min(5000, snapshotEntries/2))
+}
+
+// strataClusterTOML is the [cluster] section of member so.self of
+// so.members, with its raft log in raftDir, or "" for a server alone.
+// Every setting it leaves out is Strata's default, which is etcd's: 100
+// ms heartbeats, 1 s election timeout, a snapshot every 10,000 entries.
+func strataClusterTOML(so StartOptions, raftDir string) string {
+	if len(so.members) == 0 {
 		return ""
 	}
+	me := so.members[so.self]
 	var b strings.Builder
-	fmt.Fprintf(&b, "[cluster]\nname = %q\nlisten_peer = %q\n", me.name, me.peer)
-	for _, m := range members {
+	fmt.Fprintf(&b, "[cluster]\nname = %q\nlisten_peer = %q\nraft_dir = %q\njoin = %v\n", me.name, me.peer, raftDir, so.join)
+	if so.SnapshotEntries > 0 {
+		fmt.Fprintf(&b, "snapshot_entries = %d\n", so.SnapshotEntries)
+	}
+	for _, m := range so.members {
 		fmt.Fprintf(&b, "[[cluster.members]]\nname = %q\npeer_url = \"http://%s\"\nclient_url = \"http://%s\"\n", m.name, m.peer, m.client)
 	}
 	return b.String()
@@ -245,6 +295,7 @@ func (s *Server) launch(log *os.File) error {
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	s.done, s.waitErr = make(chan struct{}), nil
+	s.Started = time.Now()
 	if err := s.cmd.Start(); err != nil {
 		close(s.done)
 		return err

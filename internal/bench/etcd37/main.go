@@ -13,6 +13,10 @@
 //	/tmp/etcd37 --name e1 --data-dir /tmp/e1 --listen-client 127.0.0.1:2379 --listen-peer 127.0.0.1:2380 \
 //	  --initial-cluster e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2382,e3=http://127.0.0.1:2384
 //
+// A member added at run time (clientv3 MemberAdd, etcdctl member add)
+// starts with every member in --initial-cluster, itself included, and
+// --initial-cluster-state existing.
+//
 // It serves until SIGTERM or SIGINT, then closes the server (finishing
 // in-flight requests) and exits. Every setting not given here is embed's
 // default, which is etcd's: fsync on every commit, snapshot-count 10000.
@@ -51,6 +55,9 @@ func run(args []string) error {
 	initial := fs.String("initial-cluster", "", "every member's NAME=http://HOST:PORT peer URL, comma-separated (etcd's --initial-cluster); empty is a cluster of this member alone")
 	token := fs.String("initial-cluster-token", "etcd-cluster", "etcd's --initial-cluster-token")
 	snapshotCount := fs.Uint64("snapshot-count", 0, "etcd's --snapshot-count, `ENTRIES` applied between snapshots; 0 is etcd's default (10000)")
+	catchUp := fs.Uint64("snapshot-catchup-entries", 0, "etcd's --snapshot-catchup-entries, `ENTRIES` kept behind a snapshot for slow followers; 0 is etcd's default (5000)")
+	readyTimeout := fs.Duration("ready-timeout", 60*time.Second, "how long to wait for the member to be ready (a joining member: to catch up) before giving up; 0 waits as etcd does")
+	state := fs.String("initial-cluster-state", embed.ClusterStateFlagNew, "etcd's --initial-cluster-state: new, or existing for a member added at run time (etcdctl member add) that joins a running cluster")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,6 +90,15 @@ func run(args []string) error {
 	if *snapshotCount > 0 {
 		cfg.SnapshotCount = *snapshotCount
 	}
+	if *catchUp > 0 {
+		cfg.SnapshotCatchUpEntries = *catchUp
+	}
+	switch *state {
+	case embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting:
+		cfg.ClusterState = *state
+	default:
+		return fmt.Errorf("--initial-cluster-state %q: allowed are %s and %s", *state, embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting)
+	}
 	if *quota > 0 {
 		cfg.QuotaBackendBytes = *quota
 	}
@@ -101,11 +117,15 @@ func run(args []string) error {
 		return err
 	}
 	defer e.Close()
+	var notReady <-chan time.Time // nil: never
+	if *readyTimeout > 0 {
+		notReady = time.After(*readyTimeout)
+	}
 	select {
 	case <-e.Server.ReadyNotify():
-	case <-time.After(60 * time.Second):
+	case <-notReady:
 		e.Server.Stop()
-		return fmt.Errorf("not ready after 60 s")
+		return fmt.Errorf("not ready after %s (--ready-timeout)", *readyTimeout)
 	case <-ctx.Done():
 		return nil
 	}
