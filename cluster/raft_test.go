@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -444,10 +445,18 @@ func TestRaftSnapshotCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var logs snapshotLogs
+	c.tune = func(cfg *RaftConfig) {
+		cfg.SnapshotEntries, cfg.CatchUpEntries = 40, 10
+		cfg.Logger = &logs
+	}
 	c.restart(f)
 	c.converge()
 	if c.sms[f].restores == 0 {
 		t.Fatalf("the restarted follower caught up without a snapshot")
+	}
+	if !logs.sizeLogged() {
+		t.Errorf("the follower's log does not say how many bytes of snapshot it received")
 	}
 	if got := c.sms[f].get("k299"); got != "2" {
 		t.Fatalf("follower has k299 = %q", got)
@@ -457,6 +466,28 @@ func TestRaftSnapshotCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.converge()
+}
+
+// snapshotLogs keeps whether a member logged a snapshot received with its
+// size.
+type snapshotLogs struct {
+	mu   sync.Mutex
+	seen bool
+}
+
+func (l *snapshotLogs) Infof(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if m := regexp.MustCompile(`: received snapshot at index \d+ \(data at \d+, (\d+) bytes\)`).FindStringSubmatch(line); m != nil && m[1] != "0" {
+		l.mu.Lock()
+		l.seen = true
+		l.mu.Unlock()
+	}
+}
+
+func (l *snapshotLogs) sizeLogged() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen
 }
 
 // TestRaftAddRemoveMember: a member added at run time joins with an empty

@@ -34,15 +34,30 @@ func (t *transport) sendSnapshot(p *peer, m *pb.Message) {
 	}()
 	u := p.urls[0] + pathSnapshot
 	start := time.Now()
-	err := t.post(p, u, pr)
+	body := &countingReader{r: pr}
+	err := t.post(p, u, body)
 	pr.CloseWithError(errors.New("cluster: snapshot send finished"))
 	if err != nil {
 		t.n.logf("snapshot at index %d to peer %x failed: %v", m.GetSnapshot().GetMetadata().GetIndex(), p.id, err)
 		t.n.raft.ReportSnapshot(p.id, raft.SnapshotFailure)
 		return
 	}
-	t.n.logf("snapshot at index %d sent to peer %x in %v", m.GetSnapshot().GetMetadata().GetIndex(), p.id, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.n.logf("snapshot at index %d sent to peer %x: %d bytes in %v (%.0f MB/s)", m.GetSnapshot().GetMetadata().GetIndex(), p.id, body.n, took.Round(time.Millisecond), float64(body.n)/(1<<20)/max(took.Seconds(), 1e-9))
 	t.n.raft.ReportSnapshot(p.id, raft.SnapshotFinish)
+}
+
+// countingReader counts the bytes read through it, for the log line of a
+// snapshot sent.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // chunkWriter frames each Write as uvarint length + bytes.
@@ -102,13 +117,13 @@ func (t *transport) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a snapshot message from the sender", http.StatusBadRequest)
 		return
 	}
-	path, dataIndex, err := t.n.receiveSnapshotData(br, m.GetSnapshot().GetMetadata().GetIndex())
+	path, dataIndex, size, err := t.n.receiveSnapshotData(br, m.GetSnapshot().GetMetadata().GetIndex())
 	if err != nil {
 		t.n.logf("receiving snapshot from %x: %v", from, err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	t.n.logf("received snapshot at index %d (data at %d) from %x", m.GetSnapshot().GetMetadata().GetIndex(), dataIndex, from)
+	t.n.logf("received snapshot at index %d (data at %d, %d bytes) from %x", m.GetSnapshot().GetMetadata().GetIndex(), dataIndex, size, from)
 	if err := t.n.raft.Step(r.Context(), m); err != nil {
 		_ = os.Remove(path)
 		http.Error(w, "raft: "+err.Error(), http.StatusServiceUnavailable)
@@ -119,11 +134,11 @@ func (t *transport) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 
 // receiveSnapshotData writes the chunks of a snapshot stream to a file in
 // the node's snapshot directory and registers it for the raft snapshot at
-// snapIndex.
-func (n *raftNode) receiveSnapshotData(br *bufio.Reader, snapIndex uint64) (path string, dataIndex uint64, err error) {
+// snapIndex; size is the state machine's data in it, in bytes.
+func (n *raftNode) receiveSnapshotData(br *bufio.Reader, snapIndex uint64) (path string, dataIndex uint64, size int64, err error) {
 	f, err := os.CreateTemp(n.snapDir, "recv-*.data")
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	path = f.Name()
 	defer func() {
@@ -138,21 +153,22 @@ func (n *raftNode) receiveSnapshotData(br *bufio.Reader, snapIndex uint64) (path
 	for {
 		c, err := binary.ReadUvarint(br)
 		if err != nil {
-			return "", 0, fmt.Errorf("truncated snapshot data: %w", err)
+			return "", 0, 0, fmt.Errorf("truncated snapshot data: %w", err)
 		}
 		if c == 0 {
 			break
 		}
+		size += int64(c)
 		if _, err := io.CopyN(bw, br, int64(c)); err != nil {
-			return "", 0, fmt.Errorf("truncated snapshot data: %w", err)
+			return "", 0, 0, fmt.Errorf("truncated snapshot data: %w", err)
 		}
 	}
 	var ib [8]byte
 	if _, err := io.ReadFull(br, ib[:]); err != nil {
-		return "", 0, fmt.Errorf("snapshot data without its index: %w", err)
+		return "", 0, 0, fmt.Errorf("snapshot data without its index: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	// The data may be older than snapIndex by entries that carry no
 	// command (the leader took it after applying snapIndex), or newer.
@@ -163,7 +179,7 @@ func (n *raftNode) receiveSnapshotData(br *bufio.Reader, snapIndex uint64) (path
 	}
 	n.recv[snapIndex] = receivedSnap{path: path, dataIndex: dataIndex}
 	n.recvMu.Unlock()
-	return path, dataIndex, nil
+	return path, dataIndex, size, nil
 }
 
 // removeStaleSnapshots deletes received snapshot files left by a crash.
