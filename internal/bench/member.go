@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -114,9 +115,8 @@ type MemberSample struct {
 	// (from its log: Strata's "received snapshot", etcd's "received and
 	// saved database snapshot"); 0 means it replayed the log.
 	Snapshots int `json:"snapshots"`
-	// SnapshotBytes is the size of what it received as snapshots: etcd's
-	// log states it; Strata's is the largest its spooled snapshot file
-	// (raft_dir/snap) was seen, sampled every 50 ms. 0 when unknown.
+	// SnapshotBytes is the size of what it received as snapshots, as its
+	// log states it. 0 when unknown.
 	SnapshotBytes int64 `json:"snapshot_bytes"`
 	// NewRSSBytes and NewCPUSeconds are the new member's resident set and
 	// CPU time (since its start) once it caught up; LeaderCPUSeconds the
@@ -223,7 +223,7 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	if err != nil {
 		return smp, err
 	}
-	smp.ServeSeconds, smp.AppliedSeconds, smp.ReceivedSeconds, smp.SnapshotBytes = cu.serve.Seconds(), cu.applied.Seconds(), cu.received.Seconds(), cu.spooledBytes
+	smp.ServeSeconds, smp.AppliedSeconds, smp.ReceivedSeconds = cu.serve.Seconds(), cu.applied.Seconds(), cu.received.Seconds()
 	if smp.NewCPUSeconds, err = nm.CPU(); err != nil {
 		return smp, err
 	}
@@ -241,13 +241,8 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	if smp.Pods != o.Load.Pods {
 		return smp, fmt.Errorf("%w: the new member answers %d pods, want %d", ErrMember, smp.Pods, o.Load.Pods)
 	}
-	snaps, logged, err := receivedSnapshots(k, nm.logPath)
-	if err != nil {
+	if smp.Snapshots, smp.SnapshotBytes, err = receivedSnapshots(k, nm.logPath); err != nil {
 		return smp, err
-	}
-	smp.Snapshots = snaps
-	if logged > 0 {
-		smp.SnapshotBytes = logged
 	}
 	return smp, nil
 }
@@ -289,7 +284,6 @@ func probeClient(endpoint string) (*clientv3.Client, error) {
 // catchUp is what awaitCatchUp saw.
 type catchUp struct {
 	serve, applied, received time.Duration
-	spooledBytes             int64
 }
 
 // probeEvery is how often the new member is asked.
@@ -297,8 +291,7 @@ const probeEvery = 20 * time.Millisecond
 
 // awaitCatchUp waits until the new member nm answers a serializable read
 // of lastKey at revision rev and its applied index reaches the leader's,
-// timing both from its start, and until then samples the size of the
-// snapshot Strata spools.
+// timing both from its start, and when it logged a snapshot received.
 func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout time.Duration, progress io.Writer) (catchUp, error) {
 	var cu catchUp
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -342,7 +335,6 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 	})
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	spool := filepath.Join(nm.dir, strataRaftDir, "snap")
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	report := time.NewTicker(10 * time.Second)
@@ -361,9 +353,6 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 			<-done
 			return cu, fmt.Errorf("%w: new member %s exited (%v); its log:\n%s", ErrMember, nm.Member, nm.waitErr, nm.LogTail())
 		case <-tick.C:
-			if nm.Kind == KindStrata {
-				cu.spooledBytes = max(cu.spooledBytes, dirBytes(spool))
-			}
 			if cu.received == 0 && logged.appended(snapshotReceived[nm.Kind]) {
 				cu.received = time.Since(nm.Started)
 			}
@@ -415,6 +404,10 @@ var snapshotReceived = map[Kind]string{
 	KindEtcd37: `"received and saved database snapshot"`,
 }
 
+// strataSnapshotSize finds the size in Strata's line of a snapshot
+// received ("... (data at 123, 456 bytes) from ...").
+var strataSnapshotSize = regexp.MustCompile(`\(data at \d+, (\d+) bytes\)`)
+
 // logFollower reads what a process appends to its log.
 type logFollower struct {
 	path string
@@ -442,7 +435,7 @@ func (f *logFollower) appended(text string) bool {
 }
 
 // receivedSnapshots reads a new member's log for the snapshots it
-// received, and their size where the log states it (etcd's).
+// received, and their size.
 func receivedSnapshots(k Kind, logPath string) (n int, bytes int64, err error) {
 	f, err := os.Open(logPath)
 	if err != nil {
@@ -456,7 +449,13 @@ func receivedSnapshots(k Kind, logPath string) (n int, bytes int64, err error) {
 		switch {
 		case !strings.Contains(line, snapshotReceived[k]):
 		case k == KindStrata:
+			m := strataSnapshotSize.FindStringSubmatch(line)
+			if m == nil {
+				return n, bytes, fmt.Errorf("%w: Strata's log line %q states no size", ErrMember, line)
+			}
+			size, _ := strconv.ParseInt(m[1], 10, 64)
 			n++
+			bytes += size
 		case k == KindEtcd37:
 			var rec struct {
 				Size int64 `json:"incoming-snapshot-size-bytes"`
@@ -557,7 +556,7 @@ func (r *MemberRun) Tables() []*report.Table {
 	}
 	catch.Notes = []string{
 		fmt.Sprintf("A 3-member cluster loaded through its leader with %d pod creates and %d updates (Kubernetes-shaped, about 14 KB each), then a last key and a compaction to its revision; then a 4th member added (MemberAdd, then its process joining). Times from the start of its process: 'Serves after' to its first serializable read, through a client of the new member alone, that sees the last key; 'Applied after' to its applied index reaching the leader's (Status). Catch-up: Data / 'Serves after'. %s; 1 MB = 2^20 bytes.", r.Options.Load.Pods, r.Options.Load.Updates, passes),
-		"Received: how the new member caught up, from its log (snapshot: it was sent a raft snapshot, then the log's tail). Snapshot: what it received as snapshots, from etcd's log line, or the largest Strata's spooled snapshot file was seen (sampled every 50 ms). 'Snapshot in after': from the start until the new member logged the whole snapshot received (read every 50 ms); the rest of 'Serves after' is its restore and the log's tail.",
+		"Received: how the new member caught up, from its log (snapshot: it was sent a raft snapshot, then the log's tail). Snapshot: what it received as snapshots, as its log line states. 'Snapshot in after': from the start until the new member logged the whole snapshot received (read every 50 ms); the rest of 'Serves after' is its restore and the log's tail.",
 	}
 	cost.Notes = []string{
 		"New member: its resident set and CPU time from its start until it served and applied everything; Leader CPU: the leader's CPU time over the same span; Load: the time to write the pods; Retried: creates that timed out (\"request timed out\") and were tried again.",
