@@ -9,8 +9,9 @@
 //
 // The commands live in package internal/tune, one file per command with its
 // options, flags, validation and run. memory runs each row in a fresh
-// process: tune re-executes itself, and main hands such a child to
-// indexmem.ChildMain before anything else.
+// process, and compression with --rocksdb (or --process-per-run) each run:
+// tune re-executes itself, and main hands such a child to tune.RunChildMain
+// or indexmem.ChildMain before anything else.
 package main
 
 import (
@@ -24,18 +25,27 @@ import (
 )
 
 func main() {
-	if child, err := indexmem.ChildMain(os.Stdout); child {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, tune.ErrorLine(err))
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if child, err := tune.RunChildMain(ctx, os.Stdout); child {
+		exitChild(err)
+	}
+	if child, err := indexmem.ChildMain(os.Stdout); child {
+		exitChild(err)
+	}
 	err := tune.NewRootCommand().ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, tune.ErrorLine(err))
 		os.Exit(1)
 	}
+}
+
+// exitChild ends a child process that measured one row or run.
+func exitChild(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, tune.ErrorLine(err))
+		os.Exit(1)
+	}
+	os.Exit(0)
 }

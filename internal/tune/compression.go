@@ -166,6 +166,13 @@ type CompressionOptions struct {
 	// same config, interleaved with the other runs, for the "vs RocksDB"
 	// columns.
 	RocksDB bool
+	// ProcessPerRun runs each run (one store, one profile, one repeat) in
+	// a fresh process of this program, which must call RunChildMain first
+	// thing (cmd/tune does): in one process RocksDB reuses memory that
+	// glibc kept from earlier runs and Pebble does not, which halves
+	// RocksDB's write cost (see isolate.go). Data must come from
+	// GenerateDataset or LoadDataset.
+	ProcessPerRun bool
 	// Seed chooses the shuffled read order.
 	Seed int64
 	// MinTime is the least wall time of each timed phase of a run (write,
@@ -196,6 +203,8 @@ func (o *CompressionOptions) Validate() error {
 	}
 	if o.Data == nil || o.Data.Len() == 0 {
 		errs = append(errs, errors.New("tune: no data to write"))
+	} else if o.ProcessPerRun && o.Data.origin == nil {
+		errs = append(errs, errors.New("--process-per-run: the data must be generated or read from an --input file, so that each process can build it again"))
 	}
 	if o.Repeat < 0 {
 		errs = append(errs, fmt.Errorf("--repeat %d: must be >= 1", o.Repeat))
@@ -342,14 +351,20 @@ func RunCompression(ctx context.Context, o CompressionOptions) (res *Compression
 				impl := impls[(rep+k)%len(impls)]
 				dir := filepath.Join(wd.path, fmt.Sprintf("%02d-%s", i+1, slug(prof.String())), fmt.Sprintf("run%d-%s", rep+1, impl))
 				p.Describe(fmt.Sprintf("%s run %d/%d %s", rows[i].Name, rep+1, repeat, impl))
-				run, err := measure(ctx, runSpec{
+				spec := runSpec{
 					impl:     impl,
 					cfg:      prof.runConfig(base, dir),
 					data:     data,
 					order:    order,
 					minTime:  o.MinTime,
 					progress: p,
-				})
+				}
+				var run Run
+				if o.ProcessPerRun {
+					run, err = measureInChild(ctx, spec, o.Seed)
+				} else {
+					run, err = measure(ctx, spec)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("profile %s, run %d/%d on %s: %w", prof, rep+1, repeat, impl, err)
 				}
@@ -567,6 +582,7 @@ func (o *CompressionOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Dir, "dir", "", "keep the databases in a new directory under `DIR` (default: a temporary directory, removed after)")
 	fs.IntVar(&o.Repeat, "repeat", 1, "run each profile `N` times and report the median of each figure")
 	fs.BoolVar(&o.Baseline, "baseline", false, "also run each profile on raw Pebble with identical options and add Strata/Pebble ratio columns")
+	fs.BoolVar(&o.ProcessPerRun, "process-per-run", false, "run each store's run in a fresh process of tune, so that no store reuses memory an earlier run freed (default: true with --rocksdb)")
 	fs.BoolVar(&o.RocksDB, "rocksdb", false, "also run each profile on RocksDB opened with the OPTIONS file Strata writes for the config, and add Strata/RocksDB ratio columns (needs a build with -tags rocksdb)")
 	fs.DurationVar(&o.MinTime, "min-time", DefaultMinTime, "repeat each timed phase (write, read, scan) until it has run `DURATION`")
 	fs.StringVar(&o.plot, "plot", "", "also draw size against write and read MB/s, with the Pareto frontier, as SVG into `FILE`")
@@ -577,6 +593,9 @@ func (o *CompressionOptions) addFlags(fs *pflag.FlagSet) {
 // --dir that is not writable fails here, before any data is generated.
 func (o *CompressionOptions) validateFlags(cmd *cobra.Command, _ []string) error {
 	o.profilesSet = cmd.Flags().Changed("profiles")
+	if o.RocksDB && !cmd.Flags().Changed("process-per-run") {
+		o.ProcessPerRun = true
+	}
 	errs := []error{o.global.progress.Validate(), o.data.validate()}
 	if o.Repeat < 1 {
 		errs = append(errs, fmt.Errorf("--repeat %d: must be >= 1", o.Repeat))
@@ -632,7 +651,10 @@ With --baseline, each profile also runs on raw Pebble opened with the same
 options Strata gives Pebble, interleaved in this process; the "vs Pebble"
 columns are Strata MB/s / Pebble MB/s. MB = MiB. Each timed phase repeats its
 work until it has run --min-time (1s), so that a figure is not a few
-milliseconds of a shared machine; the figures are per pass. The table prints
+milliseconds of a shared machine; the figures are per pass. With --rocksdb
+(or --process-per-run) each run is a fresh process of tune: in one process
+RocksDB reuses memory glibc kept from the earlier runs and Pebble does not,
+which halves RocksDB's write cost. The table prints
 only once every run succeeded. --plot FILE.svg draws DB size against write and
 read MB/s with the Pareto frontier marked.`,
 		Example: `  tune compression

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -19,6 +20,9 @@ type Dataset struct {
 	// Source describes where the data came from, for notes under tables
 	// ("10000 generated entities of ~2048 bytes (seed 1)").
 	Source string
+	// origin says how to build the same data in another process (nil for
+	// data built otherwise, such as a Sample).
+	origin *dataOrigin
 }
 
 // GenerateDataset returns entities documents of about size bytes made by
@@ -35,6 +39,7 @@ func GenerateDataset(entities, size int, seed int64) (*Dataset, error) {
 		Keys:   make([][]byte, entities),
 		Values: make([][]byte, entities),
 		Source: fmt.Sprintf("%d generated entities of ~%d bytes (seed %d)", entities, size, seed),
+		origin: &dataOrigin{Entities: entities, Size: size, Seed: seed},
 	}
 	// Entity i is a pure function of (seed, size, i): generate in parallel.
 	workers := min(runtime.GOMAXPROCS(0), entities)
@@ -67,6 +72,9 @@ func LoadDataset(path string) (*Dataset, error) {
 		d.Keys[i] = workload.Key(i)
 	}
 	d.Source = fmt.Sprintf("%d entities of %s (%.0f bytes on average)", len(values), path, float64(d.valueBytes())/float64(len(values)))
+	if abs, err := filepath.Abs(path); err == nil {
+		d.origin = &dataOrigin{Path: abs}
+	}
 	return d, nil
 }
 

@@ -69,6 +69,9 @@ type Run struct {
 	// Dir is the database directory (removed after the run unless --dir
 	// was given).
 	Dir string
+	// PID is the process that measured the run: the tune process, or a
+	// child of its own with CompressionOptions.ProcessPerRun.
+	PID int
 	// WriteSeconds is the wall time of the batched puts and the final
 	// Flush; WriteCPUSeconds the process's CPU time (every thread) over
 	// the same time; WritePasses the number of passes (the first writes
@@ -457,7 +460,7 @@ func measure(ctx context.Context, spec runSpec) (run Run, err error) {
 	if minTime == 0 {
 		minTime = DefaultMinTime
 	}
-	run = Run{Impl: spec.impl, Dir: cfg.DBPath}
+	run = Run{Impl: spec.impl, Dir: cfg.DBPath, PID: os.Getpid()}
 	if d.Len() == 0 {
 		return run, errors.New("tune: no entities to write")
 	}

@@ -19,8 +19,16 @@ import (
 	"github.com/stratadb/strata/internal/report"
 )
 
-// TestMain lets RunMemory re-execute this test binary for a row.
+// TestMain lets RunMemory re-execute this test binary for a row, and
+// RunCompression for a run.
 func TestMain(m *testing.M) {
+	if child, err := RunChildMain(context.Background(), os.Stdout); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if child, err := indexmem.ChildMain(os.Stdout); child {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
