@@ -313,17 +313,32 @@ func (ix *Index) record(key []byte, rev Revision, tomb bool, create, version int
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	id, ok := ix.find(key, true)
-	if ok {
-		t := ix.tailOf(id)
-		if err := checkRev(t, rev); err != nil {
-			return err
-		}
-		ix.appendTo(id, t, rev, tomb)
-		return nil
+	if id, ok := ix.find(key, true); ok {
+		return ix.appendRev(id, rev, tomb)
 	}
-	if err := checkRev(tail{empty: true}, rev); err != nil {
+	id, err := ix.newKey(key, rev, tomb, create, version, restore)
+	if err != nil {
 		return err
+	}
+	ix.tree.ReplaceOrInsert(id)
+	return nil
+}
+
+// appendRev appends rev to the list of the key in slot id.
+func (ix *Index) appendRev(id uint32, rev Revision, tomb bool) error {
+	t := ix.tailOf(id)
+	if err := checkRev(t, rev); err != nil {
+		return err
+	}
+	ix.appendTo(id, t, rev, tomb)
+	return nil
+}
+
+// newKey gives key, absent from the index, a slot whose list holds rev,
+// and returns the slot; the caller puts it into the tree.
+func (ix *Index) newKey(key []byte, rev Revision, tomb bool, create, version int64, restore bool) (uint32, error) {
+	if err := checkRev(tail{empty: true}, rev); err != nil {
+		return 0, err
 	}
 	b := ix.scratch[:0]
 	if restore && !tomb && version > 1 {
@@ -331,10 +346,9 @@ func (ix *Index) record(key []byte, rev Revision, tomb bool, create, version int
 	}
 	b = appendEntry(b, 0, rev, tomb)
 	ix.scratch = b
-	id = ix.newSlot(key)
+	id := ix.newSlot(key)
 	ix.setList(id, 0, b)
-	ix.tree.ReplaceOrInsert(id)
-	return nil
+	return id, nil
 }
 
 func (ix *Index) newSlot(key []byte) uint32 {

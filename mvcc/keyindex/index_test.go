@@ -196,24 +196,71 @@ func TestRestore(t *testing.T) {
 		}
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].rev.Less(recs[j].rev) })
-	ix2 := New()
-	for _, rc := range recs {
-		if rc.tomb {
-			rc.create, rc.version = 0, 0
-		}
-		if err := ix2.Restore([]byte(rc.key), rc.rev, rc.tomb, rc.create, rc.version); err != nil {
-			t.Fatal(err)
-		}
+	// The index is rebuilt with Restore, and with a Rebuild, whose hash is
+	// also replaced by one where most keys collide.
+	restorers := map[string]func(*Index) (restore func([]byte, Revision, bool, int64, int64) error, finish func()){
+		"Restore": func(ix *Index) (func([]byte, Revision, bool, int64, int64) error, func()) {
+			return ix.Restore, func() {}
+		},
+		"Rebuild": func(ix *Index) (func([]byte, Revision, bool, int64, int64) error, func()) {
+			b, err := ix.StartRebuild()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b.Restore, b.Finish
+		},
+		"Rebuild with colliding hashes": func(ix *Index) (func([]byte, Revision, bool, int64, int64) error, func()) {
+			b, err := ix.StartRebuild()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.hash = func(key []byte) uint64 { return uint64(key[len(key)-1] % 3) }
+			return b.Restore, b.Finish
+		},
 	}
-	for atRev := at; atRev <= rev; atRev++ {
-		for _, k := range keys {
-			g1, ok1 := ix.Get([]byte(k), atRev)
-			g2, ok2 := ix2.Get([]byte(k), atRev)
-			w, okw := m.get(k, atRev)
-			if ok1 != okw || ok2 != okw || g1 != w || g2 != w {
-				t.Fatalf("Get(%q, %d): compacted %+v %v, restored %+v %v, want %+v %v", k, atRev, g1, ok1, g2, ok2, w, okw)
+	for name, start := range restorers {
+		ix2 := New()
+		restore, finish := start(ix2)
+		for _, rc := range recs {
+			if rc.tomb {
+				rc.create, rc.version = 0, 0
+			}
+			if err := restore([]byte(rc.key), rc.rev, rc.tomb, rc.create, rc.version); err != nil {
+				t.Fatal(err)
 			}
 		}
+		finish()
+		if ix2.Len() != ix.Len() {
+			t.Fatalf("%s: %d keys, want %d", name, ix2.Len(), ix.Len())
+		}
+		for atRev := at; atRev <= rev; atRev++ {
+			for _, k := range keys {
+				g1, ok1 := ix.Get([]byte(k), atRev)
+				g2, ok2 := ix2.Get([]byte(k), atRev)
+				w, okw := m.get(k, atRev)
+				if ok1 != okw || ok2 != okw || g1 != w || g2 != w {
+					t.Fatalf("%s: Get(%q, %d): compacted %+v %v, restored %+v %v, want %+v %v", name, k, atRev, g1, ok1, g2, ok2, w, okw)
+				}
+			}
+			var got, want []string
+			ix2.Range([]byte("key"), []byte("kez"), atRev, func(k []byte, _ KeyRev) bool { got = append(got, string(k)); return true })
+			ix.Range([]byte("key"), []byte("kez"), atRev, func(k []byte, _ KeyRev) bool { want = append(want, string(k)); return true })
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: Range at %d: %q, want %q", name, atRev, got, want)
+			}
+		}
+	}
+}
+
+// TestRebuildNeedsAnEmptyIndex checks that a rebuild refuses an index
+// that holds keys, whose tree a rebuild would fill a second time.
+func TestRebuildNeedsAnEmptyIndex(t *testing.T) {
+	ix := New()
+	if err := ix.Put([]byte("a"), Revision{Main: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.StartRebuild(); !errors.Is(err, errNotEmpty) {
+		t.Fatalf("StartRebuild = %v, want %v", err, errNotEmpty)
 	}
 }
 
