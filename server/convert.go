@@ -211,7 +211,21 @@ func toTxnResponse(r *pb.TxnRequest, res mvcc.TxnResponse) *pb.TxnResponse {
 	if !res.Succeeded {
 		ops = r.Failure
 	}
-	resp := &pb.TxnResponse{Header: header(res.Rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(ops))}
+	// The response, its header and, for a txn of one op (a v2 write), its
+	// list of responses in one allocation.
+	all := &struct {
+		resp   pb.TxnResponse
+		header pb.ResponseHeader
+		one    [1]*pb.ResponseOp
+	}{}
+	all.header.Revision = res.Rev
+	resp := &all.resp
+	resp.Header, resp.Succeeded = &all.header, res.Succeeded
+	if len(ops) == 1 {
+		resp.Responses = all.one[:]
+	} else {
+		resp.Responses = make([]*pb.ResponseOp, len(ops))
+	}
 	for i, op := range ops {
 		or := res.Responses[i]
 		switch v := op.Request.(type) {
