@@ -54,9 +54,11 @@ type Local struct {
 	// queue to the last Stage (not during Commit).
 	stageMu sync.Mutex
 	// queueMu guards queue, the proposals not yet staged, in arrival
-	// order.
+	// order, and spare, the slice of a batch handed out, which the queue
+	// grows into next instead of a new one.
 	queueMu sync.Mutex
 	queue   []*localProposal
+	spare   []*localProposal
 
 	applied atomic.Uint64
 	leader  chan struct{}
@@ -67,9 +69,9 @@ type localProposal struct {
 	cmd    []byte
 	result any
 	err    error
-	// done is closed once the batch that staged it committed (or
-	// failed: err is set).
-	done chan struct{}
+	// done is released once the batch that staged it committed (or
+	// failed: err is set): one wait, with no channel to allocate.
+	done sync.WaitGroup
 }
 
 // NewLocal returns the single-member Node over sm. It is the leader from
@@ -102,7 +104,8 @@ func (n *Local) Propose(ctx context.Context, cmd []byte) (any, error) {
 	if p := n.failed.Load(); p != nil {
 		return nil, *p
 	}
-	p := &localProposal{cmd: cmd, done: make(chan struct{})}
+	p := &localProposal{cmd: cmd}
+	p.done.Add(1)
 	n.queueMu.Lock()
 	n.queue = append(n.queue, p)
 	n.queueMu.Unlock()
@@ -110,7 +113,7 @@ func (n *Local) Propose(ctx context.Context, cmd []byte) (any, error) {
 		n.commit(b, staged)
 	}
 	// Staged by this proposer or by another.
-	<-p.done
+	p.done.Wait()
 	return p.result, p.err
 }
 
@@ -122,7 +125,7 @@ func (n *Local) stage() (Batch, []*localProposal) {
 	defer n.stageMu.Unlock()
 	n.queueMu.Lock()
 	ps := n.queue
-	n.queue = nil
+	n.queue, n.spare = n.spare, nil
 	n.queueMu.Unlock()
 	if len(ps) == 0 {
 		return nil, nil
@@ -154,8 +157,14 @@ func (n *Local) commit(b Batch, ps []*localProposal) {
 		if err != nil {
 			p.result, p.err = nil, err
 		}
-		close(p.done)
+		p.done.Done()
 	}
+	clear(ps)
+	n.queueMu.Lock()
+	if cap(ps) > cap(n.spare) {
+		n.spare = ps[:0]
+	}
+	n.queueMu.Unlock()
 }
 
 // ReadBarrier returns at once: every Propose that returned has been

@@ -113,7 +113,8 @@ func (b *Batch) Txn(index uint64, req TxnRequest) (TxnResponse, error) {
 	}
 	// Only writers change the index and they hold writeMu, so the writer
 	// reads it without mu.
-	path, err := b.s.decide(&req, t.begin, t.fetch, nil)
+	var pathBuf [4]bool // the branches taken: on the stack for up to 4 txns (the outer and nested ones)
+	path, err := b.s.decide(&req, t.begin, t.fetch, pathBuf[:0])
 	if err != nil {
 		return TxnResponse{}, err
 	}

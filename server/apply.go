@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
@@ -29,6 +30,56 @@ type applier struct {
 	// with the user its proposer recorded.
 	auth      *auth.Store
 	leaseKeys auth.LeaseKeys
+	// proposed are the requests this member's proposers wait on.
+	proposed proposedRequests
+}
+
+// proposedRequests are the requests of the proposals in flight on this
+// member, by the first byte of their encoded command. Stage takes a
+// request from here instead of decoding its command again when it gets
+// the very bytes the proposer encoded, as on a single member (Local hands
+// the proposer's slice to Stage): the request is then what decoding
+// would give. A raft member's log entries carry copies (the Node adds
+// the request ID), which never match, and are decoded. The request is
+// not changed while its proposer waits, and leaves the table before the
+// proposer returns.
+type proposedRequests struct {
+	mu sync.Mutex
+	m  map[*byte]*pb.InternalRaftRequest
+}
+
+// add records r, encoded as cmd, until its proposer calls remove.
+func (p *proposedRequests) add(cmd []byte, r *pb.InternalRaftRequest) {
+	if len(cmd) == 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[*byte]*pb.InternalRaftRequest{}
+	}
+	p.m[&cmd[0]] = r
+	p.mu.Unlock()
+}
+
+// remove forgets the request encoded as cmd.
+func (p *proposedRequests) remove(cmd []byte) {
+	if len(cmd) == 0 {
+		return
+	}
+	p.mu.Lock()
+	delete(p.m, &cmd[0])
+	p.mu.Unlock()
+}
+
+// get returns the request encoded as cmd (the same slice), nil if none.
+func (p *proposedRequests) get(cmd []byte) *pb.InternalRaftRequest {
+	if len(cmd) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	r := p.m[&cmd[0]]
+	p.mu.Unlock()
+	return r
 }
 
 // applyResult is what Stage returns for every command it could apply or
@@ -72,9 +123,12 @@ func appliesAlone(r *pb.InternalRaftRequest) bool {
 
 // Stage applies one command (cluster.Batch).
 func (ab *applyBatch) Stage(index uint64, cmd []byte) (any, error) {
-	r, bad := decodeCommand(cmd)
-	if bad != nil {
-		return bad, nil
+	r := ab.a.proposed.get(cmd)
+	if r == nil {
+		var bad *applyResult
+		if r, bad = decodeCommand(cmd); bad != nil {
+			return bad, nil
+		}
 	}
 	if index != 0 {
 		ab.last = index

@@ -297,3 +297,71 @@ func BenchmarkApply(b *testing.B) {
 		})
 	}
 }
+
+// TestStageTakesProposedRequest: Stage applies the request its proposer
+// recorded when it gets the very slice the proposer encoded (a single
+// member's Local), and decodes any other slice (a raft member's log
+// entry) and a slice whose proposer has returned.
+func TestStageTakesProposedRequest(t *testing.T) {
+	a, _ := openApplier(t)
+	put := func(k string) *pb.InternalRaftRequest {
+		return &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(k), Value: []byte("v")}}
+	}
+	cmd, err := proto.Marshal(put("encoded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := func(cmd []byte) {
+		t.Helper()
+		b := a.NewBatch()
+		if _, err := b.Stage(0, cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(k string) bool {
+		t.Helper()
+		res, err := a.store.Range([]byte(k), nil, mvcc.RangeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.KVs) == 1
+	}
+	// A recorded request that differs from its bytes shows which one
+	// applied.
+	a.proposed.add(cmd, put("recorded"))
+	stage(cmd)
+	if !has("recorded") || has("encoded") {
+		t.Fatalf("the slice the proposer encoded: recorded applied %v, encoded %v; want the recorded request", has("recorded"), has("encoded"))
+	}
+	stage(bytes.Clone(cmd))
+	if !has("encoded") {
+		t.Fatal("a copy of the slice (a log entry) was not decoded")
+	}
+	a.proposed.remove(cmd)
+	if r := a.proposed.get(cmd); r != nil {
+		t.Fatalf("after remove: %v", r)
+	}
+}
+
+// TestProposeForgetsItsRequest: every request leaves the table of
+// proposals in flight once its proposer returns, applied or refused.
+func TestProposeForgetsItsRequest(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	ctx := testCtx(t)
+	for i := range 20 {
+		r := &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}}
+		if i%2 == 1 {
+			r.Put.Key = nil // refused: an empty key
+		}
+		_, _ = s.propose(ctx, r)
+	}
+	s.apply.proposed.mu.Lock()
+	n := len(s.apply.proposed.m)
+	s.apply.proposed.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d requests left in the table of proposals in flight", n)
+	}
+}

@@ -17,8 +17,15 @@ import (
 func header(rev int64) *pb.ResponseHeader { return &pb.ResponseHeader{Revision: rev} }
 
 func toPBKV(kv *mvcc.KeyValue) *mvccpb.KeyValue {
-	return &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
-		Version: kv.Version, Value: kv.Value, Lease: kv.Lease}
+	pkv := &mvccpb.KeyValue{}
+	setPBKV(pkv, kv)
+	return pkv
+}
+
+// setPBKV sets dst's fields to kv's.
+func setPBKV(dst *mvccpb.KeyValue, kv *mvcc.KeyValue) {
+	dst.Key, dst.CreateRevision, dst.ModRevision = kv.Key, kv.CreateRevision, kv.ModRevision
+	dst.Version, dst.Value, dst.Lease = kv.Version, kv.Value, kv.Lease
 }
 
 // errInvalidSort is etcd's ErrGRPCInvalidSortOption.
@@ -175,6 +182,28 @@ func toOps(ops []*pb.RequestOp) ([]mvcc.Op, error) {
 	return out, nil
 }
 
+// putResponseOp is a txn's put response: the op, its oneof wrapper, the
+// put response, its header and prev_kv in one allocation (five before;
+// every v2 write is a txn with one put).
+func putResponseOp(or mvcc.OpResponse) *pb.ResponseOp {
+	all := &struct {
+		op     pb.ResponseOp
+		put    pb.ResponseOp_ResponsePut
+		resp   pb.PutResponse
+		header pb.ResponseHeader
+		prev   mvccpb.KeyValue
+	}{}
+	all.header.Revision = or.Rev
+	all.resp.Header = &all.header
+	if p := or.PrevKV; p != nil {
+		setPBKV(&all.prev, p)
+		all.resp.PrevKv = &all.prev
+	}
+	all.put.ResponsePut = &all.resp
+	all.op.Response = &all.put
+	return &all.op
+}
+
 // toTxnResponse builds etcd's response to r from the store's result. A
 // nested txn's response has an empty header (Rev 0), as etcd's.
 func toTxnResponse(r *pb.TxnRequest, res mvcc.TxnResponse) *pb.TxnResponse {
@@ -182,18 +211,28 @@ func toTxnResponse(r *pb.TxnRequest, res mvcc.TxnResponse) *pb.TxnResponse {
 	if !res.Succeeded {
 		ops = r.Failure
 	}
-	resp := &pb.TxnResponse{Header: header(res.Rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(ops))}
+	// The response, its header and, for a txn of one op (a v2 write), its
+	// list of responses in one allocation.
+	all := &struct {
+		resp   pb.TxnResponse
+		header pb.ResponseHeader
+		one    [1]*pb.ResponseOp
+	}{}
+	all.header.Revision = res.Rev
+	resp := &all.resp
+	resp.Header, resp.Succeeded = &all.header, res.Succeeded
+	if len(ops) == 1 {
+		resp.Responses = all.one[:]
+	} else {
+		resp.Responses = make([]*pb.ResponseOp, len(ops))
+	}
 	for i, op := range ops {
 		or := res.Responses[i]
 		switch v := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
 			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(v.RequestRange, or.Range)}}
 		case *pb.RequestOp_RequestPut:
-			pr := &pb.PutResponse{Header: header(or.Rev)}
-			if or.PrevKV != nil {
-				pr.PrevKv = toPBKV(or.PrevKV)
-			}
-			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}}
+			resp.Responses[i] = putResponseOp(or)
 		case *pb.RequestOp_RequestDeleteRange:
 			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: deleteResponse(or, or.Rev)}}
 		case *pb.RequestOp_RequestTxn:

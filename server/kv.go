@@ -210,9 +210,12 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 func (s *Server) readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error) { return runTxn(r, s.store.Txn) }
 
 // checkValue enforces server.max_value_bytes.
-func (s *Server) checkValue(v []byte) error {
-	if int64(len(v)) > s.cfg.Server.MaxValueBytes {
-		return errorfValueTooLarge(len(v), s.cfg.Server.MaxValueBytes)
+func (s *Server) checkValue(v []byte) error { return s.checkValueSize(len(v)) }
+
+// checkValueSize is checkValue for a value of n bytes.
+func (s *Server) checkValueSize(n int) error {
+	if int64(n) > s.cfg.Server.MaxValueBytes {
+		return errorfValueTooLarge(n, s.cfg.Server.MaxValueBytes)
 	}
 	return nil
 }

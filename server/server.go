@@ -87,6 +87,9 @@ type Server struct {
 	// caughtUp holds client requests back until the member has applied
 	// what the cluster committed before it started (ready.go).
 	caughtUp catchUp
+	// clusterHex is the cluster ID of the v2 API's headers, formatted
+	// once (clusterIDHex).
+	clusterHex atomic.Pointer[idHex]
 }
 
 // Start opens the store that cfg describes, starts listening on
@@ -258,7 +261,9 @@ func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.
 		return nil, err
 	}
 	s.metrics.proposalsPending.Inc()
+	s.apply.proposed.add(data, r)
 	res, err := s.node.Propose(ctx, data)
+	s.apply.proposed.remove(data)
 	s.metrics.proposalsPending.Dec()
 	if err != nil {
 		s.metrics.proposalsFailed.Inc()

@@ -8,9 +8,12 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/stratadb/strata/cluster"
 )
 
 // The v2 keys API serves single keys of the same store the v3 API
@@ -87,13 +90,19 @@ type v2Event struct {
 	PrevNode *v2Node `json:"prevNode,omitempty"`
 }
 
-func nodeOf(kv *mvccpb.KeyValue, withValue bool) *v2Node {
-	n := &v2Node{Key: string(kv.Key), ModifiedIndex: kv.ModRevision, CreatedIndex: kv.CreateRevision}
+// nodeOf is kv as a v2 node; key is kv's key (the request's), as a
+// string already.
+func nodeOf(key string, kv *mvccpb.KeyValue, withValue bool) *v2Node {
+	// The node and its value in one allocation.
+	nv := &struct {
+		node  v2Node
+		value string
+	}{node: v2Node{Key: key, ModifiedIndex: kv.ModRevision, CreatedIndex: kv.CreateRevision}}
 	if withValue {
-		v := string(kv.Value)
-		n.Value = &v
+		nv.value = string(kv.Value)
+		nv.node.Value = &nv.value
 	}
-	return n
+	return &nv.node
 }
 
 // v2Keys serves /v2/keys/<key>.
@@ -147,7 +156,12 @@ func (s *Server) v2Keys(w http.ResponseWriter, r *http.Request) {
 
 // v2Key returns the cleaned key of a /v2/keys path; false for the root.
 func v2Key(p string) (string, bool) {
-	k := path.Clean("/" + strings.TrimPrefix(p, v2KeysPrefix))
+	k := strings.TrimPrefix(p, v2KeysPrefix)
+	if !strings.HasPrefix(k, "/") {
+		k = "/" + k
+	}
+	// Clean returns a clean path as it is, without a copy.
+	k = path.Clean(k)
 	return k, k != "/"
 }
 
@@ -168,7 +182,7 @@ func (s *Server) v2Get(w http.ResponseWriter, r *http.Request, key string) {
 		s.v2FailAt(w, v2KeyNotFound, key, "", resp.Header.Revision)
 		return
 	}
-	s.v2Write(w, http.StatusOK, resp.Header.Revision, &v2Event{Action: "get", Node: nodeOf(resp.Kvs[0], true)})
+	s.v2Write(w, http.StatusOK, resp.Header.Revision, &v2Event{Action: "get", Node: nodeOf(key, resp.Kvs[0], true)})
 }
 
 // v2Put dispatches as etcd's v2 apply: prevExist=false creates,
@@ -176,7 +190,7 @@ func (s *Server) v2Get(w http.ResponseWriter, r *http.Request, key string) {
 // otherwise set.
 func (s *Server) v2Put(w http.ResponseWriter, r *http.Request, key string) {
 	value := r.Form.Get("value")
-	if err := s.checkValue([]byte(value)); err != nil {
+	if err := s.checkValueSize(len(value)); err != nil {
 		s.v2Fail(w, v2InvalidField, key, err.Error())
 		return
 	}
@@ -186,10 +200,8 @@ func (s *Server) v2Put(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	bkey := []byte(key)
-	txn := &pb.TxnRequest{
-		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: bkey, Value: []byte(value), PrevKv: true}}}},
-		Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: bkey}}}},
-	}
+	cmd := newPutCommand(bkey, []byte(value))
+	txn := &cmd.txn
 	action := "set"
 	switch {
 	case c.existSet && !c.exist:
@@ -202,10 +214,11 @@ func (s *Server) v2Put(w http.ResponseWriter, r *http.Request, key string) {
 		action = "compareAndSwap"
 		txn.Compare = c.compares(bkey)
 	}
-	if action == "set" {
-		txn.Failure = nil
+	if action != "set" {
+		// A failed condition is explained from the key as it is.
+		txn.Failure = []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: bkey}}}}
 	}
-	res, perr := s.propose(r.Context(), &pb.InternalRaftRequest{Txn: txn})
+	res, perr := s.propose(r.Context(), &cmd.irr)
 	if perr != nil {
 		s.v2FailErr(w, key, perr)
 		return
@@ -221,13 +234,36 @@ func (s *Server) v2Put(w http.ResponseWriter, r *http.Request, key string) {
 	if put.PrevKv != nil {
 		// The key keeps its create_revision, as a later GET shows it
 		// (etcd's v2 set would give a new createdIndex; docs/server.md).
-		ev.PrevNode = nodeOf(put.PrevKv, true)
+		ev.PrevNode = nodeOf(key, put.PrevKv, true)
 		ev.Node.CreatedIndex = put.PrevKv.CreateRevision
 	} else {
 		ev.Node.CreatedIndex = tr.Header.Revision
 		status = http.StatusCreated
 	}
 	s.v2Write(w, status, tr.Header.Revision, ev)
+}
+
+// putCommand is a v2 PUT's command: a txn whose success branch puts the
+// key with prev_kv (the compares and the failure branch are added for a
+// conditional PUT), its messages in one allocation instead of six.
+type putCommand struct {
+	irr     pb.InternalRaftRequest
+	txn     pb.TxnRequest
+	success [1]*pb.RequestOp
+	op      pb.RequestOp
+	oneof   pb.RequestOp_RequestPut
+	put     pb.PutRequest
+}
+
+func newPutCommand(key, value []byte) *putCommand {
+	c := &putCommand{}
+	c.put.Key, c.put.Value, c.put.PrevKv = key, value, true
+	c.oneof.RequestPut = &c.put
+	c.op.Request = &c.oneof
+	c.success[0] = &c.op
+	c.txn.Success = c.success[:]
+	c.irr.Txn = &c.txn
+	return c
 }
 
 func (s *Server) v2Delete(w http.ResponseWriter, r *http.Request, key string) {
@@ -263,7 +299,7 @@ func (s *Server) v2Delete(w http.ResponseWriter, r *http.Request, key string) {
 	prev := tr.Responses[0].GetResponseDeleteRange().PrevKvs[0]
 	ev := &v2Event{Action: action,
 		Node:     &v2Node{Key: key, ModifiedIndex: tr.Header.Revision, CreatedIndex: prev.CreateRevision},
-		PrevNode: nodeOf(prev, true)}
+		PrevNode: nodeOf(key, prev, true)}
 	s.v2Write(w, http.StatusOK, tr.Header.Revision, ev)
 }
 
@@ -359,16 +395,75 @@ func v2Bool(r *http.Request, name string) (bool, error) {
 
 // v2Write sends a successful v2 response with etcd's headers.
 func (s *Server) v2Write(w http.ResponseWriter, status int, index int64, ev *v2Event) {
-	body := ev.appendJSON(nil)
-	st := s.node.Status()
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Etcd-Cluster-Id", strconv.FormatUint(st.ClusterID, 16))
-	h.Set("X-Etcd-Index", strconv.FormatInt(index, 10))
-	h.Set("X-Raft-Index", strconv.FormatUint(st.CommitIndex, 10))
-	h.Set("X-Raft-Term", strconv.FormatUint(st.Term, 10))
+	bp := v2Bodies.Get().(*[]byte)
+	body := append(ev.appendJSON((*bp)[:0]), '\n')
+	s.setV2Headers(w.Header(), s.node.Status(), index, true)
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	// Write does not keep body (io.Writer's contract): net/http copies
+	// it into the connection's buffer.
+	_, _ = w.Write(body)
+	if cap(body) <= maxPooledV2Body {
+		*bp = body
+		v2Bodies.Put(bp)
+	}
+}
+
+// v2Bodies recycles the buffers of v2 answers' JSON (two values and
+// their keys: about 0.8 KB for 256-byte values), which were the largest
+// allocation of a v2 write.
+var v2Bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledV2Body is the largest buffer v2Bodies keeps: an answer with
+// larger values allocates its own, so a few big values do not pin
+// megabytes in the pool.
+const maxPooledV2Body = 64 << 10
+
+// jsonContentType is the Content-Type of every v2 answer, one slice
+// shared by all: net/http only reads a header's values, and one added to
+// it would copy the slice (its capacity is its length).
+var jsonContentType = []string{"application/json"}
+
+// setV2Headers sets etcd's v2 headers: Content-Type, X-Etcd-Cluster-Id
+// and X-Etcd-Index, and with raft X-Raft-Index and X-Raft-Term (a
+// successful answer's). The values share one slice and the two indexes
+// one string: two allocations where http.Header.Set makes eight.
+func (s *Server) setV2Headers(h http.Header, st cluster.Status, index int64, raft bool) {
+	var buf [40]byte
+	b := strconv.AppendInt(buf[:0], index, 10)
+	n := len(b)
+	if raft {
+		b = strconv.AppendUint(b, st.CommitIndex, 10)
+	}
+	nums := string(b)
+	vals := make([]string, 0, 4)
+	set := func(key, v string) {
+		vals = append(vals, v)
+		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	h["Content-Type"] = jsonContentType
+	set("X-Etcd-Cluster-Id", s.clusterIDHex(st.ClusterID))
+	set("X-Etcd-Index", nums[:n])
+	if raft {
+		set("X-Raft-Index", nums[n:])
+		set("X-Raft-Term", strconv.FormatUint(st.Term, 10))
+	}
+}
+
+// clusterIDHex is id in hexadecimal, as etcd's X-Etcd-Cluster-Id, kept
+// for the next answer: a member's cluster ID does not change once known.
+func (s *Server) clusterIDHex(id uint64) string {
+	if c := s.clusterHex.Load(); c != nil && c.id == id {
+		return c.hex
+	}
+	c := &idHex{id: id, hex: strconv.FormatUint(id, 16)}
+	s.clusterHex.Store(c)
+	return c.hex
+}
+
+// idHex is an ID with its hexadecimal form.
+type idHex struct {
+	id  uint64
+	hex string
 }
 
 // v2Fail sends a v2 error at the current index.
@@ -383,10 +478,7 @@ func (s *Server) v2FailAt(w http.ResponseWriter, code int, cause, detail string,
 		cause += ": " + detail
 	}
 	body, _ := json.Marshal(v2Error{ErrorCode: code, Message: v2Messages[code], Cause: cause, Index: index})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Etcd-Cluster-Id", strconv.FormatUint(s.node.Status().ClusterID, 16))
-	h.Set("X-Etcd-Index", strconv.FormatInt(index, 10))
+	s.setV2Headers(w.Header(), s.node.Status(), index, false)
 	w.WriteHeader(v2Status(code))
 	_, _ = w.Write(append(body, '\n'))
 }
