@@ -55,7 +55,8 @@ type ServerConfig struct {
 	MemoryBudgetMB int64 `toml:"memory_budget_mb" yaml:"memory_budget_mb" json:"memory_budget_mb"`
 
 	// GoMemoryLimitMB is the soft limit of the Go runtime's memory, in MB
-	// (runtime/debug.SetMemoryLimit), which `strata serve` sets at start so
+	// (runtime/debug.SetMemoryLimit), which `strata serve` sets (a fixed
+	// limit at start, the automatic one once the store is open) so
 	// that the garbage collector returns the heap it does not need instead of
 	// keeping GOGC=100's headroom (as much again as the live heap, most of
 	// it the mvcc key index). 0 is automatic: a limit that follows the live
