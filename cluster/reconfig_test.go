@@ -14,13 +14,14 @@ import (
 // third add below commits and leaves a cluster of six that three running
 // members cannot lead.
 func TestRaftStrictReconfigCheck(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+	// Generous deadlines, the members' own request timeout included
+	// (a conf change waits at most that long): with members added but
+	// not started, every commit needs all three running members, which a
+	// loaded machine makes slow; the refusals themselves are immediate.
+	const within = 30 * time.Second
+	c := newTestCluster(t, 3, func(cfg *RaftConfig) { cfg.RequestTimeout = within })
 	c.leader()
 	c.waitStarted()
-	// Generous deadlines: with members added but not started, every
-	// commit needs all three running members, which a loaded machine
-	// makes slow; the refusals themselves are immediate.
-	const within = 30 * time.Second
 	add := func() (Member, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()
