@@ -153,6 +153,10 @@ func (db *DB) newTempTable(level int) (string, *sstable.Writer, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// As Pebble writes its own tables: written back as it goes
+	// (bytes_per_sync), so that the sync that closes it waits for its last
+	// stretch only, not for all of it.
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: db.popts.BytesPerSync})
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
 	return path, w, nil
 }

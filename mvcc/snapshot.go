@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc/keyindex"
 )
 
 // A store snapshot is what a replicated member that fell behind the log,
@@ -82,15 +83,17 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 		return err
 	}
 	s.drainLocked()
-	if err := s.replaceContents(bufio.NewReaderSize(r, 256<<10)); err != nil {
+	built, err := s.replaceContents(bufio.NewReaderSize(r, 256<<10))
+	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return fmt.Errorf("mvcc: restore snapshot: %w", err) // nothing was written
 		}
 		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: restore snapshot: %w", err))
 	}
-	// Open reads the new contents as a restart would; its state replaces
+	// Open reads the new contents as a restart would, but for the
+	// revisions, whose index was built as they went by; its state replaces
 	// ours (it has no watchers and nothing running).
-	fresh, err := Open(s.db, s.opts)
+	fresh, err := open(s.db, s.opts, false, built)
 	if err != nil {
 		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: load restored snapshot: %w", err))
 	}
@@ -118,11 +121,16 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 // never held in memory nor written through the WAL, and they replace the
 // old contents in one ingestion, so a crash leaves the old state or the
 // new one, never a mix. The snapshot is checked as it is read (every key a
-// store key, in increasing order, the stream complete) and the ingestion
-// happens only after its end marker: a snapshot that fails a check changes
-// nothing (ErrCorrupt).
-func (s *Store) replaceContents(br *bufio.Reader) error {
-	return s.db.ReplaceSpan([]byte{0}, []byte{0xff}, func(put func(k, v []byte) error) error {
+// store key, in increasing order, the stream complete, the revisions
+// consistent) and the ingestion happens only after its end marker: a
+// snapshot that fails a check changes nothing (ErrCorrupt).
+//
+// The revisions also go through a restorer as they are read, which
+// returns holding the new contents' key index: Open need not read a
+// gigabyte of tables back (and decompress it) to build it.
+func (s *Store) replaceContents(br *bufio.Reader) (*restorer, error) {
+	r := newRestorer(keyindex.New(), nil)
+	err := s.db.ReplaceSpan([]byte{0}, []byte{0xff}, func(put func(k, v []byte) error) error {
 		var k, v []byte
 		for {
 			var err error
@@ -130,7 +138,7 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 				return err
 			}
 			if len(k) == 0 {
-				return nil
+				return r.finish()
 			}
 			if v, err = readChunk(br, v); err != nil {
 				return err
@@ -146,8 +154,17 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 				}
 				return err
 			}
+			if k[0] == revPrefix {
+				if err := r.step(streamPair{k, v}); err != nil {
+					return err
+				}
+			}
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // readChunk reads one uvarint-length-prefixed chunk (empty at the end
