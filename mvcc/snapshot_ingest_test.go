@@ -408,3 +408,68 @@ func TestSnapshotRestoreWithoutIndexRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareRestore: a prepared snapshot changes nothing, beside writes
+// and reads, until Commit; Discard drops it with its tables; Commit puts
+// the source's contents in place, replacing writes made after the
+// prepare, and a Discard after it changes nothing.
+func TestPrepareRestore(t *testing.T) {
+	src, srcDB := newMemStore(t, Options{})
+	fillHistory(t, src, 1, 300, 8<<10, "new/")
+	var snap bytes.Buffer
+	if _, err := src.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	mem := vfs.NewMem()
+	db := openEngine(t, mem, false)
+	s := openStore(t, db, Options{})
+	defer func() { _ = s.Close(); _ = db.Close() }()
+	fillHistory(t, s, 2, 200, 4<<10, "old/")
+	tempTables := func() int {
+		names, err := mem.List("/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, name := range names {
+			if strings.HasPrefix(name, "strata-rewrite-") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, commit := range []bool{false, true} {
+		before := storeKeys(t, db)
+		p, err := s.PrepareRestore(bytes.NewReader(snap.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := sameLines(storeKeys(t, db), before); d != "" {
+			t.Fatalf("PrepareRestore changed the store: %s", d)
+		}
+		if tempTables() == 0 {
+			t.Fatal("PrepareRestore wrote no table")
+		}
+		if _, err := s.Put([]byte("old/written-after-the-prepare"), []byte("v")); err != nil {
+			t.Fatalf("Put beside a prepared restore: %v", err)
+		}
+		if !commit {
+			p.Discard()
+			if n := tempTables(); n != 0 {
+				t.Fatalf("%d temporary tables left after Discard", n)
+			}
+			if res, err := s.Range([]byte("old/written-after-the-prepare"), nil, RangeOptions{}); err != nil || len(res.KVs) != 1 {
+				t.Fatalf("after Discard: %+v %v", res, err)
+			}
+			continue
+		}
+		if err := p.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		p.Discard()
+		checkSameStore(t, s, src, db, srcDB)
+		if n := tempTables(); n != 0 {
+			t.Fatalf("%d temporary tables left after Commit", n)
+		}
+	}
+}
