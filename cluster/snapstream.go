@@ -20,8 +20,10 @@ import (
 // /raft/snapshot: the MsgSnap (which the leader's apply goroutine rewrote
 // to its applied index, see mergeSnapshot), then the state machine's data
 // streamed from StateMachine.Snapshot, so neither side holds it in memory;
-// the receiver spools it to a file in the raft directory, steps the
-// message, and the Ready loop restores from the file.
+// the receiver hands it to the state machine as it arrives if that is a
+// RestorePreparer (else spools it to a file in the raft directory), steps
+// the message, and the Ready loop commits the prepared snapshot (or
+// restores from the file).
 
 // sendSnapshot streams m and the state machine's snapshot to p, then
 // tells raft whether p got it.
