@@ -56,6 +56,29 @@ type StateMachine interface {
 	Restore(r io.Reader, index uint64) error
 }
 
+// RestorePreparer is a StateMachine that can take a snapshot in while it
+// arrives: a raft member then writes the leader's stream straight into
+// the state machine's storage, beside its work, instead of spooling it to
+// a file and restoring from that once raft took the snapshot, and Commit
+// only puts it in place. The stream is read once, not written and read
+// again.
+type RestorePreparer interface {
+	// PrepareRestore reads a snapshot written by Snapshot from r without
+	// changing the state: an error (a damaged stream, a failed write)
+	// leaves nothing behind.
+	PrepareRestore(r io.Reader) (PreparedRestore, error)
+}
+
+// PreparedRestore is a snapshot a RestorePreparer read. Exactly one of
+// Commit and Discard is called.
+type PreparedRestore interface {
+	// Commit replaces the whole state with the snapshot, taken at index,
+	// as Restore does.
+	Commit(index uint64) error
+	// Discard drops the snapshot.
+	Discard()
+}
+
 // Batch stages commands and applies them in one commit.
 type Batch interface {
 	// Stage applies cmd at log position index (0 for Local's commands,

@@ -93,10 +93,22 @@ type raftNode struct {
 	wg       sync.WaitGroup
 }
 
-// receivedSnap is state machine data received with a raft snapshot.
+// receivedSnap is state machine data received with a raft snapshot:
+// spooled to the file at path, or prepared by a RestorePreparer.
 type receivedSnap struct {
 	path      string
+	prepared  PreparedRestore
 	dataIndex uint64
+}
+
+// drop removes the data of a snapshot not restored.
+func (r receivedSnap) drop() {
+	if r.prepared != nil {
+		r.prepared.Discard()
+	}
+	if r.path != "" {
+		_ = os.Remove(r.path)
+	}
 }
 
 // Errors of the raft Node beyond the contract's.
@@ -370,8 +382,9 @@ func (n *raftNode) Stop() error {
 		n.tr.stop()
 		n.wg.Wait()
 		n.recvMu.Lock()
-		for _, r := range n.recv {
-			_ = os.Remove(r.path)
+		for i, r := range n.recv {
+			r.drop()
+			delete(n.recv, i)
 		}
 		n.recvMu.Unlock()
 		if err := n.log.close(); err != nil {

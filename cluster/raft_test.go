@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,8 +426,46 @@ func TestRaftLeaderLoss(t *testing.T) {
 
 // TestRaftSnapshotCatchUp: a follower that was down while the log was
 // truncated past its position catches up from a snapshot streamed by the
-// leader, then by log.
+// leader, then by log: spooled to a file and restored from it, or, for a
+// state machine that prepares restores, written into it as it arrives and
+// committed once raft took the snapshot.
 func TestRaftSnapshotCatchUp(t *testing.T) {
+	t.Run("spooled", func(t *testing.T) { testRaftSnapshotCatchUp(t, false) })
+	t.Run("prepared", func(t *testing.T) { testRaftSnapshotCatchUp(t, true) })
+}
+
+// preparingKVSM is a kvSM that prepares its restores.
+type preparingKVSM struct {
+	*kvSM
+	commits atomic.Int64
+}
+
+func (p *preparingKVSM) PrepareRestore(r io.Reader) (PreparedRestore, error) {
+	data := map[string]string{}
+	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&data); err != nil {
+		return nil, err
+	}
+	return &preparedKV{p: p, data: data}, nil
+}
+
+type preparedKV struct {
+	p    *preparingKVSM
+	data map[string]string
+}
+
+func (k *preparedKV) Commit(index uint64) error {
+	s := k.p.kvSM
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data, s.applied = k.data, index
+	s.restores++
+	k.p.commits.Add(1)
+	return nil
+}
+
+func (k *preparedKV) Discard() {}
+
+func testRaftSnapshotCatchUp(t *testing.T, prepared bool) {
 	c := newTestCluster(t, 3, func(cfg *RaftConfig) {
 		cfg.SnapshotEntries = 40
 		cfg.CatchUpEntries = 10
@@ -450,10 +489,23 @@ func TestRaftSnapshotCatchUp(t *testing.T) {
 		cfg.SnapshotEntries, cfg.CatchUpEntries = 40, 10
 		cfg.Logger = &logs
 	}
-	c.restart(f)
+	var prep *preparingKVSM
+	if prepared {
+		prep = &preparingKVSM{kvSM: c.sms[f]}
+		n, err := StartRaft(c.config(f, false), prep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[f] = n
+	} else {
+		c.restart(f)
+	}
 	c.converge()
 	if c.sms[f].restores == 0 {
 		t.Fatalf("the restarted follower caught up without a snapshot")
+	}
+	if prepared && prep.commits.Load() == 0 {
+		t.Fatalf("the follower's state machine prepares restores, but none was committed")
 	}
 	if !logs.sizeLogged() {
 		t.Errorf("the follower's log does not say how many bytes of snapshot it received")

@@ -545,7 +545,7 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 	for i, r := range n.recv {
 		if i <= index {
 			if i != index {
-				_ = os.Remove(r.path)
+				r.drop()
 			}
 			delete(n.recv, i)
 		}
@@ -554,14 +554,14 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 	if !ok {
 		return fmt.Errorf("cluster: raft snapshot at index %d arrived without its state machine data", index)
 	}
-	defer os.Remove(rs.path)
+	defer rs.drop() // after a Commit, Discard does nothing
 	if rs.dataIndex > n.smApplied {
-		f, err := os.Open(rs.path)
-		if err != nil {
-			return fmt.Errorf("cluster: snapshot data: %w", err)
+		var err error
+		if rs.prepared != nil {
+			err = rs.prepared.Commit(rs.dataIndex)
+		} else {
+			err = n.restoreFile(rs.path, rs.dataIndex)
 		}
-		err = n.sm.Restore(f, rs.dataIndex)
-		f.Close()
 		if err != nil {
 			return fmt.Errorf("cluster: state machine cannot restore the snapshot at index %d: %w", rs.dataIndex, err)
 		}
@@ -588,6 +588,16 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 	n.setApplied(index)
 	n.logf("restored snapshot at index %d (state machine at %d)", index, n.smApplied)
 	return nil
+}
+
+// restoreFile restores the state machine from snapshot data spooled to path.
+func (n *raftNode) restoreFile(path string, dataIndex uint64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("cluster: snapshot data: %w", err)
+	}
+	defer f.Close()
+	return n.sm.Restore(f, dataIndex)
 }
 
 // maybeSnapshot takes a snapshot at the applied index every

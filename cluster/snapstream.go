@@ -20,8 +20,10 @@ import (
 // /raft/snapshot: the MsgSnap (which the leader's apply goroutine rewrote
 // to its applied index, see mergeSnapshot), then the state machine's data
 // streamed from StateMachine.Snapshot, so neither side holds it in memory;
-// the receiver spools it to a file in the raft directory, steps the
-// message, and the Ready loop restores from the file.
+// the receiver hands it to the state machine as it arrives if that is a
+// RestorePreparer (else spools it to a file in the raft directory), steps
+// the message, and the Ready loop commits the prepared snapshot (or
+// restores from the file).
 
 // sendSnapshot streams m and the state machine's snapshot to p, then
 // tells raft whether p got it.
@@ -117,69 +119,149 @@ func (t *transport) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a snapshot message from the sender", http.StatusBadRequest)
 		return
 	}
-	path, dataIndex, size, err := t.n.receiveSnapshotData(br, m.GetSnapshot().GetMetadata().GetIndex())
+	snapIndex := m.GetSnapshot().GetMetadata().GetIndex()
+	rs, size, err := t.n.receiveSnapshotData(br)
 	if err != nil {
 		t.n.logf("receiving snapshot from %x: %v", from, err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	t.n.logf("received snapshot at index %d (data at %d, %d bytes) from %x", m.GetSnapshot().GetMetadata().GetIndex(), dataIndex, size, from)
+	t.n.registerSnapshotData(snapIndex, rs)
+	how := "spooled to a file"
+	if rs.prepared != nil {
+		how = "written into the state machine as it arrived"
+	}
+	t.n.logf("received snapshot at index %d (data at %d, %d bytes) from %x, %s", snapIndex, rs.dataIndex, size, from, how)
 	if err := t.n.raft.Step(r.Context(), m); err != nil {
-		_ = os.Remove(path)
+		t.n.unregisterSnapshotData(snapIndex, rs)
 		http.Error(w, "raft: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// receiveSnapshotData writes the chunks of a snapshot stream to a file in
-// the node's snapshot directory and registers it for the raft snapshot at
-// snapIndex; size is the state machine's data in it, in bytes.
-func (n *raftNode) receiveSnapshotData(br *bufio.Reader, snapIndex uint64) (path string, dataIndex uint64, size int64, err error) {
-	f, err := os.CreateTemp(n.snapDir, "recv-*.data")
+// receiveSnapshotData reads the state machine's data of a snapshot stream:
+// into the state machine as it arrives if it is a RestorePreparer, else
+// into a file in the node's snapshot directory. size is the data, in
+// bytes. On an error nothing is left behind.
+func (n *raftNode) receiveSnapshotData(br *bufio.Reader) (rs receivedSnap, size int64, err error) {
+	cr := &chunkReader{br: br}
+	if p, ok := n.sm.(RestorePreparer); ok {
+		rs.prepared, err = p.PrepareRestore(cr)
+		if err == nil && !cr.end {
+			// The state machine's snapshot ended before the stream's data.
+			var extra int64
+			if extra, err = io.Copy(io.Discard, cr); err == nil && extra > 0 {
+				err = fmt.Errorf("%d bytes of snapshot data after the state machine's snapshot ended", extra)
+			}
+		}
+	} else {
+		rs.path, err = spoolSnapshotData(n.snapDir, cr)
+	}
+	if err == nil {
+		rs.dataIndex, err = readSnapshotTrailer(br)
+	}
 	if err != nil {
-		return "", 0, 0, err
+		rs.drop()
+		return receivedSnap{}, 0, err
 	}
-	path = f.Name()
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			_ = os.Remove(path)
-		}
-	}()
+	return rs, cr.n, nil
+}
+
+// registerSnapshotData records rs as the data of the raft snapshot at
+// snapIndex, for restoreSnapshot, dropping any received before for it.
+func (n *raftNode) registerSnapshotData(snapIndex uint64, rs receivedSnap) {
+	n.recvMu.Lock()
+	defer n.recvMu.Unlock()
+	if old, ok := n.recv[snapIndex]; ok {
+		old.drop()
+	}
+	n.recv[snapIndex] = rs
+}
+
+// unregisterSnapshotData drops rs, registered for snapIndex, if it is
+// still there (raft refused the snapshot).
+func (n *raftNode) unregisterSnapshotData(snapIndex uint64, rs receivedSnap) {
+	n.recvMu.Lock()
+	defer n.recvMu.Unlock()
+	if cur, ok := n.recv[snapIndex]; ok && cur == rs {
+		delete(n.recv, snapIndex)
+		rs.drop()
+	}
+}
+
+// spoolSnapshotData writes r to a new file in dir and returns its path;
+// on an error it leaves no file.
+func spoolSnapshotData(dir string, r io.Reader) (string, error) {
+	f, err := os.CreateTemp(dir, "recv-*.data")
+	if err != nil {
+		return "", err
+	}
 	bw := bufio.NewWriterSize(f, 256<<10)
-	for {
-		c, err := binary.ReadUvarint(br)
-		if err != nil {
-			return "", 0, 0, fmt.Errorf("truncated snapshot data: %w", err)
-		}
-		if c == 0 {
-			break
-		}
-		size += int64(c)
-		if _, err := io.CopyN(bw, br, int64(c)); err != nil {
-			return "", 0, 0, fmt.Errorf("truncated snapshot data: %w", err)
-		}
+	_, err = io.Copy(bw, r)
+	if err == nil {
+		err = bw.Flush()
 	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// readSnapshotTrailer reads the index of the state machine's data that
+// ends a snapshot stream. The data may be older than the raft snapshot's
+// index by entries that carry no command (the leader took it after
+// applying that index), or newer.
+func readSnapshotTrailer(br *bufio.Reader) (uint64, error) {
 	var ib [8]byte
 	if _, err := io.ReadFull(br, ib[:]); err != nil {
-		return "", 0, 0, fmt.Errorf("snapshot data without its index: %w", err)
+		return 0, fmt.Errorf("snapshot data without its index: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return "", 0, 0, err
+	return binary.BigEndian.Uint64(ib[:]), nil
+}
+
+// chunkReader reads the data of chunkWriter's frames up to the zero
+// length that ends them (then io.EOF, with end set); n counts the bytes.
+// A stream that ends before is "truncated snapshot data".
+type chunkReader struct {
+	br   *bufio.Reader
+	left uint64 // of the current chunk
+	end  bool
+	n    int64
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for c.left == 0 {
+		if c.end {
+			return 0, io.EOF
+		}
+		l, err := binary.ReadUvarint(c.br)
+		if err != nil {
+			return 0, fmt.Errorf("truncated snapshot data: %w", err)
+		}
+		if l == 0 {
+			c.end = true
+			return 0, io.EOF
+		}
+		c.left = l
 	}
-	// The data may be older than snapIndex by entries that carry no
-	// command (the leader took it after applying snapIndex), or newer.
-	dataIndex = binary.BigEndian.Uint64(ib[:])
-	n.recvMu.Lock()
-	if old, ok := n.recv[snapIndex]; ok {
-		_ = os.Remove(old.path)
+	if uint64(len(p)) > c.left {
+		p = p[:c.left]
 	}
-	n.recv[snapIndex] = receivedSnap{path: path, dataIndex: dataIndex}
-	n.recvMu.Unlock()
-	return path, dataIndex, size, nil
+	n, err := c.br.Read(p)
+	c.left -= uint64(n)
+	c.n += int64(n)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return n, fmt.Errorf("truncated snapshot data: %w", err)
+	}
+	return n, nil
 }
 
 // removeStaleSnapshots deletes received snapshot files left by a crash.

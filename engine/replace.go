@@ -45,6 +45,92 @@ func (db *DB) ReplaceSpan(start, end []byte, fill func(put func(key, value []byt
 	if err := db.writable("ReplaceSpan"); err != nil {
 		return err
 	}
+	if err := checkSpanStart(start, end); err != nil {
+		return err
+	}
+	// A codec rewrite reads a chunk and ingests it later with an excise:
+	// between the two it must not meet our ingestion, or it would put the
+	// old contents back.
+	db.rewriteMu.Lock()
+	defer db.rewriteMu.Unlock()
+	sw := db.newSpanWriter(start, end)
+	defer sw.removeAll()
+	if err := sw.fill(fill); err != nil {
+		return err
+	}
+	return sw.ingest()
+}
+
+// SpanTables are the tables WriteSpan wrote: ReplaceSpan in two steps, for
+// a caller that writes the tables while the pairs arrive (a snapshot
+// streamed from a raft leader) and decides later whether they replace the
+// span. Exactly one of Ingest and Discard is to be called; Discard after
+// Ingest does nothing.
+type SpanTables struct {
+	sw   *spanWriter
+	used bool
+}
+
+// WriteSpan writes the pairs that fill passes to put into tables, as
+// ReplaceSpan does, without changing the database: SpanTables.Ingest then
+// puts them in place of everything in [start, end), as ReplaceSpan's
+// ingestion. Its errors and checks are ReplaceSpan's; on an error every
+// table written is removed. Tables a crash or a Close leaves before Ingest
+// or Discard are removed by the next Open.
+func (db *DB) WriteSpan(start, end []byte, fill func(put func(key, value []byte) error) error) (t *SpanTables, err error) {
+	if err := db.enterOp(); err != nil {
+		return nil, err
+	}
+	defer db.leaveOp()
+	defer db.recoverFatal(&err)
+	if err := db.writable("WriteSpan"); err != nil {
+		return nil, err
+	}
+	if err := checkSpanStart(start, end); err != nil {
+		return nil, err
+	}
+	sw := db.newSpanWriter(start, end)
+	if err := sw.fill(fill); err != nil {
+		sw.removeAll()
+		return nil, err
+	}
+	return &SpanTables{sw: sw}, nil
+}
+
+// Ingest replaces the contents of the span with the tables, in one version
+// edit, as ReplaceSpan does; writes into the span since WriteSpan began are
+// replaced too. It may be called once; the tables are gone afterwards,
+// whatever it returns.
+func (t *SpanTables) Ingest() (err error) {
+	if t.used {
+		return errors.New("engine: SpanTables.Ingest: the tables were ingested or discarded already")
+	}
+	t.used = true
+	db := t.sw.db
+	defer t.sw.removeAll()
+	if err := db.enterOp(); err != nil {
+		return err
+	}
+	defer db.leaveOp()
+	defer db.recoverFatal(&err)
+	if err := db.writable("SpanTables.Ingest"); err != nil {
+		return err
+	}
+	db.rewriteMu.Lock() // see ReplaceSpan
+	defer db.rewriteMu.Unlock()
+	return t.sw.ingest()
+}
+
+// Discard removes the tables without ingesting them.
+func (t *SpanTables) Discard() {
+	if !t.used {
+		t.used = true
+		t.sw.removeAll()
+	}
+}
+
+// checkSpanStart checks ReplaceSpan's and WriteSpan's span.
+func checkSpanStart(start, end []byte) error {
 	if err := checkRange(start, end); err != nil {
 		return err
 	}
@@ -52,21 +138,28 @@ func (db *DB) ReplaceSpan(start, end []byte, fill func(put func(key, value []byt
 		// Pebble's columnar tables cannot hold the empty key alone in a block.
 		return fmt.Errorf("%w: ReplaceSpan starting at the empty key: start must be at least one byte", ErrInvalidRange)
 	}
-	// A codec rewrite reads a chunk and ingests it later with an excise:
-	// between the two it must not meet our ingestion, or it would put the
-	// old contents back.
-	db.rewriteMu.Lock()
-	defer db.rewriteMu.Unlock()
-	sw := spanWriter{db: db, start: start, end: end, level: NumLevels - 1,
+	return nil
+}
+
+// newSpanWriter returns a spanWriter for the bottom level's tables.
+func (db *DB) newSpanWriter(start, end []byte) *spanWriter {
+	return &spanWriter{db: db, start: start, end: end, level: NumLevels - 1,
 		tableSize: uint64(db.popts.TargetFileSizes[NumLevels-1])}
-	defer sw.removeAll()
+}
+
+// fill writes fill's pairs and finishes the last table.
+func (sw *spanWriter) fill(fill func(put func(key, value []byte) error) error) error {
 	if err := fill(sw.put); err != nil {
 		return err
 	}
-	if err := sw.finishTable(); err != nil {
-		return err
-	}
-	span := pebble.KeyRange{Start: start, End: end}
+	return sw.finishTable()
+}
+
+// ingest puts the tables written in place of the span's contents (an
+// excise alone if there are none).
+func (sw *spanWriter) ingest() error {
+	db := sw.db
+	span := pebble.KeyRange{Start: sw.start, End: sw.end}
 	if len(sw.paths) == 0 {
 		if err := db.pdb.Excise(db.ctx, span); err != nil {
 			return fmt.Errorf("engine: replace span: excise: %w", err)
@@ -137,10 +230,12 @@ func (sw *spanWriter) finishTable() error {
 func (sw *spanWriter) removeAll() {
 	if sw.w != nil {
 		_ = sw.w.Close()
+		sw.w = nil
 	}
 	for _, p := range sw.paths {
 		sw.db.removeTempTable(p)
 	}
+	sw.paths = nil
 }
 
 // newTempTable creates a table to be ingested into level, named to be
@@ -153,6 +248,10 @@ func (db *DB) newTempTable(level int) (string, *sstable.Writer, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// As Pebble writes its own tables: written back as it goes
+	// (bytes_per_sync), so that the sync that closes it waits for its last
+	// stretch only, not for all of it.
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: db.popts.BytesPerSync})
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
 	return path, w, nil
 }

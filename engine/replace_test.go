@@ -288,3 +288,73 @@ func TestReplacedSpanLandsInItsPath(t *testing.T) {
 	}
 	checkAllKeys(t, db, n)
 }
+
+// TestWriteSpan: the tables WriteSpan wrote change nothing until Ingest,
+// which replaces the span with them (writes made to it in between too);
+// Discard drops them, changing nothing; either leaves no temporary table,
+// and a second Ingest is refused rather than emptying the span.
+func TestWriteSpan(t *testing.T) {
+	db := replaceTestDB(t)
+	before := dumpDB(t, db, nil)
+	write := func() *SpanTables {
+		t.Helper()
+		st, err := db.WriteSpan(key(1000), key(5000), func(put func(k, v []byte) error) error {
+			for i := 1000; i < 5000; i += 2 {
+				if err := put(key(i), noise(i, 1500)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dumpDB(t, db, nil); !equalLines(got, before) {
+			t.Fatalf("WriteSpan changed the database: %s", firstDifference(got, before))
+		}
+		if len(tempTablesLeft(t, db)) < 2 {
+			t.Fatalf("WriteSpan wrote %d tables, want several", len(tempTablesLeft(t, db)))
+		}
+		return st
+	}
+	st := write()
+	st.Discard()
+	st.Discard()
+	if got := dumpDB(t, db, nil); !equalLines(got, before) {
+		t.Fatalf("after Discard: %s", firstDifference(got, before))
+	}
+	if left := tempTablesLeft(t, db); len(left) > 0 {
+		t.Fatalf("temporary tables left after Discard: %v", left)
+	}
+
+	st = write()
+	mustPut(t, db, key(1001), []byte("written in between")) // in the span: replaced
+	mustPut(t, db, key(5001), []byte("written in between")) // outside: kept
+	if err := st.Ingest(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 6000 {
+		switch {
+		case i == 5001:
+			want = append(want, string(key(i))+"=written in between")
+		case i < 1000 || i >= 5000:
+			want = append(want, fmt.Sprintf("%s=old %d", key(i), i))
+		case i%2 == 0:
+			want = append(want, string(key(i))+"="+string(noise(i, 1500)))
+		}
+	}
+	if got := dumpDB(t, db, nil); !equalLines(got, want) {
+		t.Fatalf("after Ingest: %d pairs, want %d (first difference %s)", len(got), len(want), firstDifference(got, want))
+	}
+	if left := tempTablesLeft(t, db); len(left) > 0 {
+		t.Fatalf("temporary tables left after Ingest: %v", left)
+	}
+	if err := st.Ingest(); err == nil || !strings.Contains(err.Error(), "already") {
+		t.Fatalf("a second Ingest: %v, want a refusal", err)
+	}
+	st.Discard()
+	if got := dumpDB(t, db, nil); !equalLines(got, want) {
+		t.Fatalf("after a second Ingest and a Discard: %s", firstDifference(got, want))
+	}
+}

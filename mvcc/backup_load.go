@@ -229,7 +229,7 @@ func (l *Loader) finish(opts Options) (*Store, error) {
 		return nil, err
 	}
 	_ = l.b.Close()
-	s, err := open(l.db, opts, true)
+	s, err := open(l.db, opts, true, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mvcc: load: %w", err)
 	}

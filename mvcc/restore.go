@@ -23,7 +23,7 @@ func (s *Store) restore() (int64, error) {
 		return 0, err
 	}
 	defer it.Close()
-	r := restorer{s: s, keyLease: map[string]int64{}}
+	r := newRestorer(s.ix, s.db)
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := r.step(it); err != nil {
 			return 0, err
@@ -32,10 +32,16 @@ func (s *Store) restore() (int64, error) {
 	if err := it.Error(); err != nil {
 		return 0, fmt.Errorf("mvcc: Open: scan revisions: %w", err)
 	}
-	if r.hasPending {
-		if err := r.noIndexRecord(); err != nil {
-			return 0, err
-		}
+	return s.adopt(r)
+}
+
+// adopt finishes r, whose index is s.ix, once every revision went through
+// it: it applies the last record if it awaits an index record, attaches
+// the leases of the live keys (s's leases restored already) and returns
+// the largest revision.
+func (s *Store) adopt(r *restorer) (int64, error) {
+	if err := r.finish(); err != nil {
+		return 0, err
 	}
 	for k, id := range r.keyLease {
 		// A revoke deletes the keys and the lease in one batch, so a
@@ -47,6 +53,19 @@ func (s *Store) restore() (int64, error) {
 	return r.last.Main, nil
 }
 
+// pair is a key and its value, as an engine.Iterator is at them or a
+// snapshot stream holds them; Value is called only when needed.
+type pair interface {
+	Key() []byte
+	Value() []byte
+}
+
+// streamPair is a pair read from a snapshot stream.
+type streamPair struct{ k, v []byte }
+
+func (p streamPair) Key() []byte   { return p.k }
+func (p streamPair) Value() []byte { return p.v }
+
 // restorer is restore's state. A record is met before its index record,
 // so it is held pending until the next key shows whether it has one.
 // While the records met have index records, a record's value is not read
@@ -54,9 +73,13 @@ func (s *Store) restore() (int64, error) {
 // older part of one written across the change), restore reads that one
 // with a Get and decodes the next records as they are met (eager), which
 // costs what restore cost before index records, until an index record
-// turns up again.
+// turns up again. A restorer fed from a snapshot stream (db nil) has every
+// value at hand and nothing to Get: it decodes every record as met
+// (always eager), which costs little beside reading the stream.
 type restorer struct {
-	s        *Store
+	ix       *keyindex.Index
+	db       *engine.DB       // where a pending record is read; nil: always eager
+	where    string           // what its errors begin with
 	keyLease map[string]int64 // the latest version's lease, if any
 	last     keyindex.Revision
 
@@ -71,23 +94,42 @@ type restorer struct {
 	key        []byte
 }
 
-// step takes the key (and, when needed, the value) it is at.
-func (r *restorer) step(it *engine.Iterator) error {
-	rev, index, err := decodeRevSlot(it.Key())
+// newRestorer returns a restorer filling ix; with db nil, one for a
+// snapshot stream (always eager).
+func newRestorer(ix *keyindex.Index, db *engine.DB) *restorer {
+	where := "mvcc: Open"
+	if db == nil {
+		where = "snapshot"
+	}
+	return &restorer{ix: ix, db: db, where: where, keyLease: map[string]int64{}, eager: db == nil}
+}
+
+// finish applies the last record met if it awaits an index record: the
+// revisions are over.
+func (r *restorer) finish() error {
+	if r.hasPending {
+		return r.noIndexRecord()
+	}
+	return nil
+}
+
+// step takes the key (and, when needed, the value) p is at.
+func (r *restorer) step(p pair) error {
+	rev, index, err := decodeRevSlot(p.Key())
 	if err != nil {
-		return fmt.Errorf("mvcc: Open: %w", err)
+		return fmt.Errorf("%s: %w", r.where, err)
 	}
 	if index {
 		if !r.hasPending || r.pending != rev {
-			return fmt.Errorf("mvcc: Open: %w: index record of revision %d.%d without its record", ErrCorrupt, rev.Main, rev.Sub)
+			return fmt.Errorf("%s: %w: index record of revision %d.%d without its record", r.where, ErrCorrupt, rev.Main, rev.Sub)
 		}
-		r.hasPending, r.eager = false, false
-		rec, err := decodeRecord(it.Value())
+		r.hasPending, r.eager = false, r.db == nil
+		rec, err := decodeRecord(p.Value())
 		if err == nil && len(rec.value) != 0 {
 			err = fmt.Errorf("%w: it holds %d value bytes", ErrCorrupt, len(rec.value))
 		}
 		if err != nil {
-			return fmt.Errorf("mvcc: Open: index record of revision %d.%d: %w", rev.Main, rev.Sub, err)
+			return fmt.Errorf("%s: index record of revision %d.%d: %w", r.where, rev.Main, rev.Sub, err)
 		}
 		return r.apply(rev, &rec)
 	}
@@ -98,7 +140,7 @@ func (r *restorer) step(it *engine.Iterator) error {
 	}
 	r.pending, r.hasPending = rev, true
 	if r.eager {
-		r.setRecord(it.Value())
+		r.setRecord(p.Value())
 	}
 	return nil
 }
@@ -117,15 +159,15 @@ func (r *restorer) noIndexRecord() error {
 	rev := r.pending
 	r.hasPending = false
 	if !r.eager {
-		v, err := r.s.db.Get(revKey(rev))
+		v, err := r.db.Get(revKey(rev))
 		if err != nil {
-			return fmt.Errorf("mvcc: Open: read revision %d.%d: %w", rev.Main, rev.Sub, err)
+			return fmt.Errorf("%s: read revision %d.%d: %w", r.where, rev.Main, rev.Sub, err)
 		}
 		r.setRecord(v)
 		r.eager = true
 	}
 	if r.recErr != nil {
-		return fmt.Errorf("mvcc: Open: revision %d.%d: %w", rev.Main, rev.Sub, r.recErr)
+		return fmt.Errorf("%s: revision %d.%d: %w", r.where, rev.Main, rev.Sub, r.recErr)
 	}
 	return r.apply(rev, &r.rec)
 }
@@ -133,10 +175,10 @@ func (r *restorer) noIndexRecord() error {
 // apply adds revision rev, holding rec, to the index and the leases.
 func (r *restorer) apply(rev keyindex.Revision, rec *record) error {
 	if rec.mod != rev.Main {
-		return fmt.Errorf("mvcc: Open: %w: revision %d.%d holds mod_revision %d", ErrCorrupt, rev.Main, rev.Sub, rec.mod)
+		return fmt.Errorf("%s: %w: revision %d.%d holds mod_revision %d", r.where, ErrCorrupt, rev.Main, rev.Sub, rec.mod)
 	}
-	if err := r.s.ix.Restore(rec.key, rev, rec.tomb, rec.create, rec.version); err != nil {
-		return fmt.Errorf("mvcc: Open: %w: revision %d.%d of %q: %w", ErrCorrupt, rev.Main, rev.Sub, rec.key, err)
+	if err := r.ix.Restore(rec.key, rev, rec.tomb, rec.create, rec.version); err != nil {
+		return fmt.Errorf("%s: %w: revision %d.%d of %q: %w", r.where, ErrCorrupt, rev.Main, rev.Sub, rec.key, err)
 	}
 	if rec.lease != 0 {
 		r.keyLease[string(rec.key)] = rec.lease

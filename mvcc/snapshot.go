@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/mvcc/keyindex"
 )
 
 // A store snapshot is what a replicated member that fell behind the log,
@@ -64,13 +65,63 @@ func (s *Store) WriteSnapshot(w io.Writer) (uint64, error) {
 }
 
 // RestoreSnapshot replaces the whole store with a snapshot written by
-// WriteSnapshot. Writes wait meanwhile; readers see the old state, then
-// the new one. Watchers stay: each reads the new history from its next
-// revision on, as after falling behind (or stops with ErrCompacted if the
-// snapshot compacted past it). The new contents are written atomically
-// (see replaceContents): a snapshot that does not decode changes nothing
+// WriteSnapshot: PrepareRestore, then PreparedRestore.Commit. Readers see
+// the old state, then the new one. Watchers stay: each reads the new
+// history from its next revision on, as after falling behind (or stops
+// with ErrCompacted if the snapshot compacted past it). The new contents
+// are written atomically: a snapshot that does not decode changes nothing
 // (ErrCorrupt); a failed engine write fails the store, to be reopened.
 func (s *Store) RestoreSnapshot(r io.Reader) error {
+	p, err := s.PrepareRestore(r)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrClosed) {
+			return err // nothing was written
+		}
+		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: %w", err))
+	}
+	return p.Commit()
+}
+
+// PreparedRestore is a snapshot read and written into tables (with the key
+// index of its revisions built as it went by), not yet in place of the
+// store's contents: Commit puts it there, Discard drops it. A raft member
+// prepares a snapshot while it arrives from the leader, and commits it once
+// raft has taken the snapshot. Exactly one of Commit and Discard is to be
+// called.
+type PreparedRestore struct {
+	s      *Store
+	tables *engine.SpanTables
+	built  *restorer
+}
+
+// PrepareRestore reads a snapshot written by WriteSnapshot from r into
+// tables, checking it (every key a store key, in increasing order, the
+// revisions consistent, the stream complete: else ErrCorrupt), without
+// changing the store: it runs beside writes and reads, which Commit's
+// ingestion then replaces. The snapshot is never held in memory nor
+// written through the WAL. On an error nothing was changed and every table
+// written is removed.
+func (s *Store) PrepareRestore(r io.Reader) (*PreparedRestore, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		return nil, err
+	}
+	built := newRestorer(keyindex.New(), nil)
+	tables, err := s.db.WriteSpan([]byte{0}, []byte{0xff}, snapshotFill(bufio.NewReaderSize(r, 256<<10), built))
+	if err != nil {
+		return nil, fmt.Errorf("mvcc: restore snapshot: %w", err)
+	}
+	return &PreparedRestore{s: s, tables: tables, built: built}, nil
+}
+
+// Commit replaces every key of the store with the snapshot's, in one
+// ingestion, so a crash leaves the old state or the new one, never a mix.
+// Writes wait meanwhile. A failure fails the store, to be reopened.
+func (p *PreparedRestore) Commit() error {
+	s := p.s
+	defer p.tables.Discard()
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	s.writeMu.Lock()
@@ -82,15 +133,13 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 		return err
 	}
 	s.drainLocked()
-	if err := s.replaceContents(bufio.NewReaderSize(r, 256<<10)); err != nil {
-		if errors.Is(err, ErrCorrupt) {
-			return fmt.Errorf("mvcc: restore snapshot: %w", err) // nothing was written
-		}
+	if err := p.tables.Ingest(); err != nil {
 		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: restore snapshot: %w", err))
 	}
-	// Open reads the new contents as a restart would; its state replaces
+	// Open reads the new contents as a restart would, but for the
+	// revisions, whose index was built as they went by; its state replaces
 	// ours (it has no watchers and nothing running).
-	fresh, err := Open(s.db, s.opts)
+	fresh, err := open(s.db, s.opts, false, p.built)
 	if err != nil {
 		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: load restored snapshot: %w", err))
 	}
@@ -113,16 +162,19 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 	return nil
 }
 
-// replaceContents replaces every key with the snapshot's through
-// engine.ReplaceSpan: the snapshot is written into tables as it is read,
-// never held in memory nor written through the WAL, and they replace the
-// old contents in one ingestion, so a crash leaves the old state or the
-// new one, never a mix. The snapshot is checked as it is read (every key a
-// store key, in increasing order, the stream complete) and the ingestion
-// happens only after its end marker: a snapshot that fails a check changes
-// nothing (ErrCorrupt).
-func (s *Store) replaceContents(br *bufio.Reader) error {
-	return s.db.ReplaceSpan([]byte{0}, []byte{0xff}, func(put func(k, v []byte) error) error {
+// Discard drops a prepared snapshot; after Commit it does nothing.
+func (p *PreparedRestore) Discard() { p.tables.Discard() }
+
+// snapshotFill returns the WriteSpan fill that puts a snapshot's pairs,
+// read from br, checking them as it goes: every key a store key, in
+// increasing order (WriteSpan checks that), the stream complete; the
+// revisions also go through built, a stream restorer, which checks them
+// and returns holding the new contents' key index, so that Commit need not
+// read a gigabyte of tables back (and decompress it) to build it. (A
+// snapshot of a store in the layout before holds keys under the old
+// prefixes; Open upgrades them.)
+func snapshotFill(br *bufio.Reader, built *restorer) func(put func(k, v []byte) error) error {
+	return func(put func(k, v []byte) error) error {
 		var k, v []byte
 		for {
 			var err error
@@ -130,13 +182,11 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 				return err
 			}
 			if len(k) == 0 {
-				return nil
+				return built.finish()
 			}
 			if v, err = readChunk(br, v); err != nil {
 				return err
 			}
-			// (A snapshot of a store in the layout before holds keys under
-			// the old prefixes; Open upgrades them.)
 			if !isStoreKeyPrefix(k[0]) {
 				return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
 			}
@@ -146,8 +196,13 @@ func (s *Store) replaceContents(br *bufio.Reader) error {
 				}
 				return err
 			}
+			if k[0] == revPrefix {
+				if err := built.step(streamPair{k, v}); err != nil {
+					return err
+				}
+			}
 		}
-	})
+	}
 }
 
 // readChunk reads one uvarint-length-prefixed chunk (empty at the end

@@ -184,7 +184,9 @@ func encodeSnapshot(keys, values [][]byte) []byte {
 }
 
 // TestSnapshotRestoreRefusesBadSnapshots: a truncated snapshot, one out of
-// order, with a key twice or with a key outside the store's key space,
+// order, with a key twice, with a key outside the store's key space or
+// with revisions that do not hold together (checked as the key index is
+// built from them, before the ingestion),
 // each found after most of the snapshot went into a table, is ErrCorrupt,
 // changes nothing, leaves no temporary table, and the store goes on.
 func TestSnapshotRestoreRefusesBadSnapshots(t *testing.T) {
@@ -213,6 +215,17 @@ func TestSnapshotRestoreRefusesBadSnapshots(t *testing.T) {
 		v := append(slices.Clone(values), []byte("v"))
 		return encodeSnapshot(k, v)
 	}
+	// orphan drops the last revision's record, leaving its index record:
+	// in key order, but the revisions do not hold together.
+	orphan := func() []byte {
+		for i := len(keys) - 1; i >= 0; i-- {
+			if _, index, err := decodeRevSlot(keys[i]); err == nil && !index && keys[i][0] == revPrefix {
+				return encodeSnapshot(slices.Delete(slices.Clone(keys), i, i+1), slices.Delete(slices.Clone(values), i, i+1))
+			}
+		}
+		t.Fatal("the snapshot holds no record")
+		return nil
+	}
 	for _, tc := range []struct {
 		name string
 		snap []byte
@@ -223,6 +236,7 @@ func TestSnapshotRestoreRefusesBadSnapshots(t *testing.T) {
 		{"out-of-order", swapped(), "keys must be strictly increasing"},
 		{"repeated-key", repeated(), "keys must be strictly increasing"},
 		{"foreign-key", foreign(), "not a store key"},
+		{"index-record-alone", orphan(), "without its record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMem()
@@ -335,5 +349,127 @@ func TestSnapshotRestoreWriteSweep(t *testing.T) {
 		}
 		reopen(fmt.Sprintf("crash at write %d", k), before, true)
 		reopen(fmt.Sprintf("write %d failed (restore: %v)", k, err), after, err != nil)
+	}
+}
+
+// TestSnapshotRestoreWithoutIndexRecords: a snapshot of a store written
+// before index records (its records alone under the revision prefix), and
+// one where only some records have them, restore to the source's answers
+// at every retained revision, with its leases: the key index built as the
+// snapshot is read decodes the records that have no index record.
+func TestSnapshotRestoreWithoutIndexRecords(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 0))
+	src, _ := newMemStore(t, Options{})
+	m := newModel()
+	g := newOpGen(r, 16)
+	for range 200 {
+		g.step(t, src, m, 0)
+	}
+	if err := src.Entry(7).GrantLease(42, 100); err != nil {
+		t.Fatal(err)
+	}
+	leased := []Op{{Type: OpPut, Key: []byte("leased"), Value: []byte("v"), Lease: 42}}
+	if _, err := src.Txn(TxnRequest{Success: leased}); err != nil {
+		t.Fatal(err)
+	}
+	m.apply(leased)
+	var buf bytes.Buffer
+	if _, err := src.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	keys, values := snapshotEntries(t, buf.Bytes())
+	for _, keep := range []struct {
+		name string
+		keep func(i int) bool // whether the i-th index record stays
+	}{
+		{"none", func(int) bool { return false }},
+		{"every-third", func(i int) bool { return i%3 == 0 }},
+	} {
+		t.Run(keep.name, func(t *testing.T) {
+			var k, v [][]byte
+			n := 0
+			for i := range keys {
+				if _, index, err := decodeRevSlot(keys[i]); err == nil && index && keys[i][0] == revPrefix {
+					n++
+					if !keep.keep(n) {
+						continue
+					}
+				}
+				k, v = append(k, keys[i]), append(v, values[i])
+			}
+			dst, _ := newMemStore(t, Options{})
+			if err := dst.RestoreSnapshot(bytes.NewReader(encodeSnapshot(k, v))); err != nil {
+				t.Fatal(err)
+			}
+			checkAgainstModel(t, dst, m, "restored")
+			if l, err := dst.Lease(42); err != nil || len(l.Keys) != 1 || string(l.Keys[0]) != "leased" {
+				t.Fatalf("lease 42 after restore: %+v %v, want it holding key \"leased\"", l, err)
+			}
+		})
+	}
+}
+
+// TestPrepareRestore: a prepared snapshot changes nothing, beside writes
+// and reads, until Commit; Discard drops it with its tables; Commit puts
+// the source's contents in place, replacing writes made after the
+// prepare, and a Discard after it changes nothing.
+func TestPrepareRestore(t *testing.T) {
+	src, srcDB := newMemStore(t, Options{})
+	fillHistory(t, src, 1, 300, 8<<10, "new/")
+	var snap bytes.Buffer
+	if _, err := src.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	mem := vfs.NewMem()
+	db := openEngine(t, mem, false)
+	s := openStore(t, db, Options{})
+	defer func() { _ = s.Close(); _ = db.Close() }()
+	fillHistory(t, s, 2, 200, 4<<10, "old/")
+	tempTables := func() int {
+		names, err := mem.List("/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, name := range names {
+			if strings.HasPrefix(name, "strata-rewrite-") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, commit := range []bool{false, true} {
+		before := storeKeys(t, db)
+		p, err := s.PrepareRestore(bytes.NewReader(snap.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := sameLines(storeKeys(t, db), before); d != "" {
+			t.Fatalf("PrepareRestore changed the store: %s", d)
+		}
+		if tempTables() == 0 {
+			t.Fatal("PrepareRestore wrote no table")
+		}
+		if _, err := s.Put([]byte("old/written-after-the-prepare"), []byte("v")); err != nil {
+			t.Fatalf("Put beside a prepared restore: %v", err)
+		}
+		if !commit {
+			p.Discard()
+			if n := tempTables(); n != 0 {
+				t.Fatalf("%d temporary tables left after Discard", n)
+			}
+			if res, err := s.Range([]byte("old/written-after-the-prepare"), nil, RangeOptions{}); err != nil || len(res.KVs) != 1 {
+				t.Fatalf("after Discard: %+v %v", res, err)
+			}
+			continue
+		}
+		if err := p.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		p.Discard()
+		checkSameStore(t, s, src, db, srcDB)
+		if n := tempTables(); n != 0 {
+			t.Fatalf("%d temporary tables left after Commit", n)
+		}
 	}
 }

@@ -177,11 +177,14 @@ type Store struct {
 // crash interrupted. The Store uses the whole key space of db; close the
 // Store before db. Durability follows db's configuration: with sync = true
 // an acknowledged write survives a crash.
-func Open(db *engine.DB, opts Options) (*Store, error) { return open(db, opts, false) }
+func Open(db *engine.DB, opts Options) (*Store, error) { return open(db, opts, false, nil) }
 
 // open is Open; loading opens a store a Loader is finishing, which still
-// holds its marker (see ErrIncompleteLoad).
-func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
+// holds its marker (see ErrIncompleteLoad). built, if not nil, is a
+// restorer that met every revision of db already (RestoreSnapshot's, fed
+// as the snapshot was written): its index is taken instead of scanning the
+// revisions again.
+func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mvcc: Open: db is nil")
 	}
@@ -218,7 +221,13 @@ func open(db *engine.DB, opts Options, loading bool) (*Store, error) {
 	if err := s.restoreLeases(); err != nil {
 		return nil, err
 	}
-	maxRev, err := s.restore()
+	var maxRev int64
+	if built != nil {
+		s.ix = built.ix
+		maxRev, err = s.adopt(built)
+	} else {
+		maxRev, err = s.restore()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,10 @@ type applyResult struct {
 	err  error
 }
 
-var _ cluster.StateMachine = (*applier)(nil)
+var (
+	_ cluster.StateMachine    = (*applier)(nil)
+	_ cluster.RestorePreparer = (*applier)(nil)
+)
 
 // NewBatch begins a batch of commands (cluster.StateMachine).
 func (a *applier) NewBatch() cluster.Batch { return &applyBatch{a: a} }
@@ -354,6 +357,37 @@ func (a *applier) Restore(r io.Reader, index uint64) error {
 	if err := a.store.RestoreSnapshot(r); err != nil {
 		return err
 	}
+	return a.restored(index)
+}
+
+// PrepareRestore writes a snapshot arriving from the leader into the
+// store's tables as it arrives (cluster.RestorePreparer).
+func (a *applier) PrepareRestore(r io.Reader) (cluster.PreparedRestore, error) {
+	p, err := a.store.PrepareRestore(r)
+	if err != nil {
+		return nil, err
+	}
+	return &preparedRestore{a: a, p: p}, nil
+}
+
+// preparedRestore is a snapshot the store prepared.
+type preparedRestore struct {
+	a *applier
+	p *mvcc.PreparedRestore
+}
+
+func (pr *preparedRestore) Commit(index uint64) error {
+	if err := pr.p.Commit(); err != nil {
+		return err
+	}
+	return pr.a.restored(index)
+}
+
+func (pr *preparedRestore) Discard() { pr.p.Discard() }
+
+// restored checks a restored snapshot's index and reloads what the server
+// keeps of the store beside it.
+func (a *applier) restored(index uint64) error {
 	if got := a.store.AppliedIndex(); got != index {
 		return fmt.Errorf("server: restored snapshot is at applied index %d, the leader said %d", got, index)
 	}
