@@ -23,7 +23,10 @@ func (s *Store) restore() (int64, error) {
 		return 0, err
 	}
 	defer it.Close()
-	r := newRestorer(s.ix, s.db)
+	r, err := newRestorer(s.ix, s.db)
+	if err != nil {
+		return 0, err
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := r.step(it); err != nil {
 			return 0, err
@@ -77,10 +80,11 @@ func (p streamPair) Value() []byte { return p.v }
 // value at hand and nothing to Get: it decodes every record as met
 // (always eager), which costs little beside reading the stream.
 type restorer struct {
-	ix       *keyindex.Index
-	db       *engine.DB       // where a pending record is read; nil: always eager
-	where    string           // what its errors begin with
-	keyLease map[string]int64 // the latest version's lease, if any
+	index    *keyindex.Index   // the index filled, through ix until finish
+	ix       *keyindex.Rebuild // nil once finished
+	db       *engine.DB        // where a pending record is read; nil: always eager
+	where    string            // what its errors begin with
+	keyLease map[string]int64  // the latest version's lease, if any
 	last     keyindex.Revision
 
 	// pending is the last record met, whose index record has not been:
@@ -94,22 +98,33 @@ type restorer struct {
 	key        []byte
 }
 
-// newRestorer returns a restorer filling ix; with db nil, one for a
-// snapshot stream (always eager).
-func newRestorer(ix *keyindex.Index, db *engine.DB) *restorer {
+// newRestorer returns a restorer filling ix, which must be empty; with db
+// nil, one for a snapshot stream (always eager).
+func newRestorer(ix *keyindex.Index, db *engine.DB) (*restorer, error) {
 	where := "mvcc: Open"
 	if db == nil {
 		where = "snapshot"
 	}
-	return &restorer{ix: ix, db: db, where: where, keyLease: map[string]int64{}, eager: db == nil}
+	rebuild, err := ix.StartRebuild()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return &restorer{index: ix, ix: rebuild, db: db, where: where, keyLease: map[string]int64{}, eager: db == nil}, nil
 }
 
-// finish applies the last record met if it awaits an index record: the
-// revisions are over.
+// finish applies the last record met if it awaits an index record and
+// completes the index: the revisions are over. It may be called again.
 func (r *restorer) finish() error {
-	if r.hasPending {
-		return r.noIndexRecord()
+	if r.ix == nil {
+		return nil
 	}
+	if r.hasPending {
+		if err := r.noIndexRecord(); err != nil {
+			return err
+		}
+	}
+	r.ix.Finish()
+	r.ix = nil
 	return nil
 }
 

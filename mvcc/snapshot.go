@@ -108,7 +108,10 @@ func (s *Store) PrepareRestore(r io.Reader) (*PreparedRestore, error) {
 	if err := s.failure(); err != nil {
 		return nil, err
 	}
-	built := newRestorer(keyindex.New(), nil)
+	built, err := newRestorer(keyindex.New(), nil)
+	if err != nil {
+		return nil, err
+	}
 	tables, err := s.db.WriteSpan([]byte{0}, []byte{0xff}, snapshotFill(bufio.NewReaderSize(r, 256<<10), built))
 	if err != nil {
 		return nil, fmt.Errorf("mvcc: restore snapshot: %w", err)

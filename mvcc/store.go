@@ -223,7 +223,7 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 	}
 	var maxRev int64
 	if built != nil {
-		s.ix = built.ix
+		s.ix = built.index
 		maxRev, err = s.adopt(built)
 	} else {
 		maxRev, err = s.restore()
