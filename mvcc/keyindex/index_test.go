@@ -386,3 +386,72 @@ func TestCompactKeepsTombstoneAtRev(t *testing.T) {
 		t.Fatalf("Get(a, 5) = %+v %v", kr, ok)
 	}
 }
+
+// TestRebuildInOrderThenNot drives a Rebuild through its in-order mode
+// (new keys ascending, older keys met again found by binary search), its
+// switch to hashing at the first new key out of order, and the hashed
+// mode after, and compares every read with an index filled by Restore.
+func TestRebuildInOrderThenNot(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 3))
+	type rec struct {
+		key  string
+		tomb bool
+	}
+	var recs []rec
+	for i := range 100 {
+		recs = append(recs, rec{key: fmt.Sprintf("k%03d", i*2)}) // in order
+		if i > 0 && r.IntN(3) == 0 {
+			recs = append(recs, rec{key: fmt.Sprintf("k%03d", r.IntN(i)*2), tomb: r.IntN(2) == 0}) // met again
+		}
+	}
+	recs = append(recs, rec{key: "k001"}) // new, out of order
+	for range 300 {
+		recs = append(recs, rec{key: fmt.Sprintf("k%03d", r.IntN(200)), tomb: r.IntN(4) == 0})
+	}
+	want, got := New(), New()
+	b, err := got.StartRebuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	var keys []string
+	for i, rc := range recs {
+		rev := Revision{Main: int64(i + 1)}
+		if rc.tomb && !live[rc.key] {
+			continue // a tombstone needs a live key
+		}
+		if _, seen := live[rc.key]; !seen {
+			keys = append(keys, rc.key)
+		}
+		live[rc.key] = !rc.tomb
+		kr, _ := want.Get([]byte(rc.key), int64(i))
+		create, version := kr.Create, kr.Version+1
+		if version == 1 {
+			create = rev.Main
+		}
+		if rc.tomb {
+			create, version = 0, 0
+		}
+		for _, ix := range []func([]byte, Revision, bool, int64, int64) error{want.Restore, b.Restore} {
+			if err := ix([]byte(rc.key), rev, rc.tomb, create, version); err != nil {
+				t.Fatalf("record %d %+v: %v", i, rc, err)
+			}
+		}
+	}
+	if b.inOrder {
+		t.Fatal("the rebuild never left its in-order mode")
+	}
+	b.Finish()
+	if got.Len() != want.Len() {
+		t.Fatalf("%d keys, want %d", got.Len(), want.Len())
+	}
+	for atRev := int64(1); atRev <= int64(len(recs)); atRev++ {
+		for _, k := range keys {
+			g, gok := got.Get([]byte(k), atRev)
+			w, wok := want.Get([]byte(k), atRev)
+			if g != w || gok != wok {
+				t.Fatalf("Get(%q, %d) = %+v %v, want %+v %v", k, atRev, g, gok, w, wok)
+			}
+		}
+	}
+}
