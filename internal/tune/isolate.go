@@ -100,6 +100,7 @@ func measureInChild(ctx context.Context, spec runSpec, orderSeed int64) (Run, er
 		return Run{}, fmt.Errorf("tune: start a run in its own process: %w", err)
 	}
 	run, readErr := readChild(out, orNop(spec.progress))
+	_, _ = io.Copy(io.Discard, out) // after a bad line, so the child is not left blocked on a full pipe
 	waitErr := cmd.Wait()
 	if waitErr != nil {
 		return Run{}, fmt.Errorf("tune: the %s run's process: %w: %s", spec.impl, waitErr, bytes.TrimSpace(stderr.Bytes()))
