@@ -164,20 +164,46 @@ func RunChildMain(ctx context.Context, w io.Writer) (bool, error) {
 		return true, fmt.Errorf("tune: the data changed: %d bytes here, %d when the measurement began", got, req.RawBytes)
 	}
 	lines := json.NewEncoder(w)
+	progress := &childProgress{enc: lines}
 	run, err := measure(ctx, runSpec{
 		impl: req.Impl, cfg: cfg, data: data, order: readOrder(data.Len(), req.OrderSeed),
 		absent: req.Absent, noScan: req.NoScan, minTime: req.MinTime,
-		progress: childProgress{lines},
+		progress: progress,
 	})
 	if err != nil {
 		return true, err
 	}
+	progress.flush()
 	return true, lines.Encode(childLine{Run: &run})
 }
 
-// childProgress prints a child's progress as JSON lines for its parent.
-type childProgress struct{ enc *json.Encoder }
+// childProgressEvery is how often a child prints its progress: measure
+// reports every batch of the timed phases, and a line (a write to the
+// parent's pipe) per batch would be the child's own work inside them.
+const childProgressEvery = 100 * time.Millisecond
 
-func (childProgress) Start(int64)     {}
-func (childProgress) Describe(string) {}
-func (c childProgress) Add(n int64)   { _ = c.enc.Encode(childLine{Add: n}) }
+// childProgress prints a child's progress as JSON lines for its parent, at
+// most once per childProgressEvery.
+type childProgress struct {
+	enc     *json.Encoder
+	pending int64
+	last    time.Time
+}
+
+func (*childProgress) Start(int64)     {}
+func (*childProgress) Describe(string) {}
+
+func (c *childProgress) Add(n int64) {
+	c.pending += n
+	if time.Since(c.last) >= childProgressEvery {
+		c.flush()
+	}
+}
+
+// flush prints the units added since the last line.
+func (c *childProgress) flush() {
+	if c.pending > 0 {
+		_ = c.enc.Encode(childLine{Add: c.pending})
+	}
+	c.pending, c.last = 0, time.Now()
+}

@@ -114,9 +114,9 @@ func (d *dataFlags) validate() error {
 // load returns the selected data.
 func (d *dataFlags) load() (*Dataset, error) {
 	if d.input != "" {
-		return LoadDataset(d.input)
+		return dataOrigin{Path: d.input}.load()
 	}
-	return GenerateDataset(d.entities, d.size, d.seed)
+	return dataOrigin{Entities: d.entities, Size: d.size, Seed: d.seed}.load()
 }
 
 // loadBase returns the config of --config FILE, or config.Default().
