@@ -100,7 +100,7 @@ in flight and closes the database. See docs/server.md.`,
 			if cfg.Server.GoMemoryLimitMB != 0 {
 				goLimit = applyGoMemoryLimit(ctx, cfg.Server)
 			}
-			mallocSet := cmalloc.Tune(cmalloc.ServerSettings)
+			mallocSet := cmalloc.Tune(cmalloc.ServerSettings) + ", " + cmalloc.HugePages()
 			began := time.Now()
 			srv, err := server.Start(cfg, server.Options{Logger: g.logger(cmd)})
 			if err != nil {

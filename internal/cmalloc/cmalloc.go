@@ -11,6 +11,10 @@
 // a memtable are mapped and unmapped on their own: measured with `strata
 // bench memory` (100,000 keys of 64 B, 256 B values), 6 MB less RSS
 // (60.6 -> 54.6 MB) at the same load time; docs/server.md has the figures.
+//
+// ExecWithHugePages (hugepages.go) makes those mapped blocks cheap to
+// fill: glibc's tunable for transparent huge pages, which only a program's
+// environment at its start can set.
 package cmalloc
 
 import (
