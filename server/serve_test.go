@@ -48,24 +48,8 @@ var servingLine = regexp.MustCompile(`serving etcd v2 and v3 APIs on https?://(\
 // cleanly and every acknowledged write is in the store.
 func TestServeSIGTERM(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serveChildEnv+"=serve\n--db\n"+dir+"\n--listen\n"+testport.Addr(t))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	lines := bufio.NewReader(stdout)
-	first, err := lines.ReadString('\n')
+	cmd, first, lines := startServeChild(t, dir, testport.Addr(t))
 	m := servingLine.FindStringSubmatch(first)
-	if err != nil || m == nil {
-		t.Fatalf("first line %q, %v; stderr %s", first, err, stderr.String())
-	}
 	if !strings.Contains(first, ", sync true,") {
 		t.Errorf("start-up line %q does not say sync true (serve's default)", first)
 	}
@@ -104,7 +88,7 @@ func TestServeSIGTERM(t *testing.T) {
 	}
 	rest, _ := io.ReadAll(lines)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("strata serve after SIGTERM: %v\nstdout %s\nstderr %s", err, rest, stderr.String())
+		t.Fatalf("strata serve after SIGTERM: %v\nstdout %s", err, rest)
 	}
 	if !strings.Contains(string(rest), "strata: stopped in") {
 		t.Errorf("stdout after SIGTERM: %q", rest)
