@@ -435,11 +435,11 @@ func (c *checksumReader) Read(p []byte) (int, error) {
 
 // takeCheckpoint is Open's use of the checkpoint: with the engine's token
 // (nil: none) and metadata m, it consumes the token (deleted in a synced
-// batch, so the file is never taken again, whatever is written next) and
-// returns the checkpoint's contents if they describe the store; else nil
-// and s.origin says why. It removes the file afterwards (and a temporary
-// one a failed Close left). A read-only engine keeps both.
-func (s *Store) takeCheckpoint(token []byte, m storeMeta) (*checkpointState, error) {
+// batch, so the file is never taken again, whatever is written next) and,
+// if load, returns the checkpoint's contents if they describe the store;
+// else nil and s.origin says why. It removes the file afterwards (and a
+// temporary one a failed Close left). A read-only engine keeps both.
+func (s *Store) takeCheckpoint(token []byte, m storeMeta, load bool) (*checkpointState, error) {
 	writable := !s.db.ReadOnly()
 	if token != nil && writable {
 		b := s.db.NewBatch()
@@ -453,7 +453,7 @@ func (s *Store) takeCheckpoint(token []byte, m storeMeta) (*checkpointState, err
 		}
 	}
 	var ck *checkpointState
-	if token != nil {
+	if token != nil && load {
 		var err error
 		if ck, err = loadCheckpoint(s.db, token, m); err == nil {
 			err = s.checkLeases(ck.leased)

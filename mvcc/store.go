@@ -222,7 +222,7 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 	if err := s.restoreLeases(); err != nil {
 		return nil, err
 	}
-	ck, err := s.takeCheckpoint(token, m)
+	ck, err := s.takeCheckpoint(token, m, built == nil)
 	if err != nil {
 		return nil, err
 	}
