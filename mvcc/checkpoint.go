@@ -315,9 +315,6 @@ type keyLease struct {
 	id  int64
 }
 
-// errCheckpoint marks why a checkpoint was not loaded.
-var errCheckpoint = errors.New("checkpoint")
-
 // loadCheckpoint reads the checkpoint whose token the engine holds and
 // returns what it holds if it describes the store as m says it is;
 // otherwise an error saying why not.
@@ -334,7 +331,7 @@ func loadCheckpoint(db *engine.DB, token []byte, m storeMeta) (*checkpointState,
 	}
 	size := st.Size()
 	if size < int64(checkpointHeaderLen)+4 {
-		return nil, fmt.Errorf("%w: truncated: %d bytes", errCheckpoint, size)
+		return nil, fmt.Errorf("truncated: %d bytes", size)
 	}
 	cr := &checksumReader{r: io.LimitReader(f, size-4), crc: crc32.New(crc32c)}
 	br := bufio.NewReaderSize(cr, 1<<20)
@@ -343,13 +340,13 @@ func loadCheckpoint(db *engine.DB, token []byte, m storeMeta) (*checkpointState,
 		return nil, err
 	}
 	if string(h[:8]) != checkpointMagic {
-		return nil, fmt.Errorf("%w: not a key index checkpoint (magic %q)", errCheckpoint, h[:8])
+		return nil, fmt.Errorf("not a key index checkpoint (magic %q)", h[:8])
 	}
 	if v := binary.BigEndian.Uint32(h[8:]); v != checkpointFormat {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d", errCheckpoint, v, checkpointFormat)
+		return nil, fmt.Errorf("format version %d, this build reads %d", v, checkpointFormat)
 	}
 	if !bytes.Equal(h[12:28], token) {
-		return nil, fmt.Errorf("%w: written for another token", errCheckpoint)
+		return nil, errors.New("written for another token")
 	}
 	var vals [6]int64
 	for i := range vals {
@@ -357,15 +354,15 @@ func loadCheckpoint(db *engine.DB, token []byte, m storeMeta) (*checkpointState,
 	}
 	rev, nkeys := vals[0], uint64(vals[5])
 	if got := (storeMeta{vals[1], vals[2], vals[3], vals[4]}); got != m {
-		return nil, fmt.Errorf("%w: written at metadata %+v, the store holds %+v", errCheckpoint, got, m)
+		return nil, fmt.Errorf("written at metadata %+v, the store holds %+v", got, m)
 	}
 	if rev != m.currentRev() {
-		return nil, fmt.Errorf("%w: written at revision %d, the store's metadata say %d", errCheckpoint, rev, m.currentRev())
+		return nil, fmt.Errorf("written at revision %d, the store's metadata say %d", rev, m.currentRev())
 	}
 	bodyLen := size - 4 - int64(checkpointHeaderLen)
 	left := func() int64 { return bodyLen - (cr.n - int64(checkpointHeaderLen) - int64(br.Buffered())) }
 	if nkeys > uint64(bodyLen)/3 {
-		return nil, fmt.Errorf("%w: %d keys in %d bytes", errCheckpoint, nkeys, bodyLen)
+		return nil, fmt.Errorf("%d keys in %d bytes", nkeys, bodyLen)
 	}
 	ix := keyindex.New()
 	load, err := ix.StartLoad()
@@ -380,7 +377,7 @@ func loadCheckpoint(db *engine.DB, token []byte, m storeMeta) (*checkpointState,
 			return nil, err
 		}
 		if n > uint64(min(limit, left())) {
-			return nil, fmt.Errorf("%w: %s of %d bytes", errCheckpoint, what, n)
+			return nil, fmt.Errorf("%s of %d bytes", what, n)
 		}
 		b := slices.Grow(buf[:0], int(n))[:n]
 		_, err = io.ReadFull(br, b)
@@ -403,20 +400,20 @@ func loadCheckpoint(db *engine.DB, token []byte, m storeMeta) (*checkpointState,
 		}
 		if lease != 0 {
 			if !live {
-				return nil, fmt.Errorf("%w: lease %d on deleted key %q", errCheckpoint, int64(lease), key)
+				return nil, fmt.Errorf("lease %d on deleted key %q", int64(lease), key)
 			}
 			leased = append(leased, keyLease{string(key), int64(lease)})
 		}
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
-		return nil, fmt.Errorf("%w: bytes after the %d keys", errCheckpoint, nkeys)
+		return nil, fmt.Errorf("bytes after the %d keys", nkeys)
 	}
 	var sum [4]byte
 	if _, err := f.ReadAt(sum[:], size-4); err != nil {
 		return nil, err
 	}
 	if got, want := cr.crc.Sum32(), binary.BigEndian.Uint32(sum[:]); got != want {
-		return nil, fmt.Errorf("%w: checksum %08x, want %08x", errCheckpoint, got, want)
+		return nil, fmt.Errorf("checksum %08x, want %08x", got, want)
 	}
 	return &checkpointState{ix: ix, rev: rev, leased: leased}, nil
 }
@@ -479,7 +476,7 @@ func (s *Store) takeCheckpoint(token []byte, m storeMeta, load bool) (*checkpoin
 func (s *Store) checkLeases(leased []keyLease) error {
 	for _, kl := range leased {
 		if s.leases.byID[kl.id] == nil {
-			return fmt.Errorf("%w: key %q on lease %d, which is not granted", errCheckpoint, kl.key, kl.id)
+			return fmt.Errorf("key %q on lease %d, which is not granted", kl.key, kl.id)
 		}
 	}
 	return nil
