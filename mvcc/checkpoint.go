@@ -405,6 +405,7 @@ func loadCheckpoint(db *engine.DB, token []byte, m storeMeta) (*checkpointState,
 			leased = append(leased, keyLease{string(key), int64(lease)})
 		}
 	}
+	load.Finish()
 	if _, err := br.ReadByte(); err != io.EOF {
 		return nil, fmt.Errorf("bytes after the %d keys", nkeys)
 	}

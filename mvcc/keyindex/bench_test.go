@@ -83,6 +83,7 @@ func BenchmarkExportLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		l.Finish()
 		done += len(all)
 	}
 }

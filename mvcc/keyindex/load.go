@@ -33,9 +33,11 @@ var ErrList = errors.New("keyindex: bad exported list")
 
 // Loader fills an empty index from what Export gave, key by key in
 // increasing key order: each key costs a slot, a copy of its list and an
-// insertion at the tree's right edge (which stays in cache), with no
-// lookup. A Loader that failed leaves the index partly filled: discard
-// the index.
+// insertion at the tree's right edge (which stays in cache), ordered by
+// slot id, which follows key order here (see Index.idOrder), so that no
+// key is compared but with the one before. Until Finish the index may be
+// used only through the Loader; a Loader that failed leaves the index
+// partly filled: discard the index.
 type Loader struct {
 	ix   *Index
 	last uint32
@@ -47,8 +49,13 @@ func (ix *Index) StartLoad() (*Loader, error) {
 	if ix.nslots != 0 || ix.tree.Len() != 0 {
 		return nil, errNotEmpty
 	}
+	ix.idOrder = true
 	return &Loader{ix: ix}, nil
 }
+
+// Finish ends the load: the index orders its keys by their bytes again
+// and may be used.
+func (l *Loader) Finish() { l.ix.idOrder = false }
 
 // Add adds key with its revision list, both as Export gave them (they are
 // copied), and reports whether the key is live: its latest revision is a
@@ -66,6 +73,10 @@ func (l *Loader) Add(key, list []byte) (live bool, err error) {
 		return false, fmt.Errorf("%w: key %q: %w", ErrList, key, err)
 	}
 	id := l.ix.newSlot(key)
+	if l.n > 0 && id <= l.last {
+		// Never: an empty index hands out slot ids in increasing order.
+		return false, fmt.Errorf("%w: slot %d after %d", ErrList, id, l.last)
+	}
 	l.ix.setList(id, 0, list)
 	if len(list) >= bigList {
 		l.ix.tails[id] = t

@@ -69,6 +69,7 @@ func exportLoad(t *testing.T, ix *Index) *Index {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Finish()
 	return out
 }
 
@@ -196,6 +197,7 @@ func FuzzLoadList(f *testing.F) {
 		if err != nil {
 			return
 		}
+		l.Finish()
 		h := historyOf(ix, []byte("k"))
 		if len(h) == 0 {
 			t.Fatalf("loaded %x: no history", list)
