@@ -71,7 +71,15 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // Commit applies the batch atomically, with the database's sync setting: with
 // sync = true it returns only once the batch is durable. The batch may not be
 // used afterwards except for Close.
-func (b *Batch) Commit() (err error) {
+func (b *Batch) Commit() error { return b.commit(b.db.wo) }
+
+// CommitSync is Commit made durable before it returns whatever the
+// database's sync setting (with the WAL disabled, durable once flushed):
+// for the rare write whose durability orders other files (mvcc's key index
+// checkpoint token).
+func (b *Batch) CommitSync() error { return b.commit(pebble.Sync) }
+
+func (b *Batch) commit(wo *pebble.WriteOptions) (err error) {
 	defer b.db.observeCommit(time.Now())
 	ticket, err := b.db.enterWrite(b.lo, b.hi)
 	if err != nil {
@@ -79,7 +87,7 @@ func (b *Batch) Commit() (err error) {
 	}
 	defer b.db.guard.leave(ticket)
 	defer b.db.recoverFatal(&err)
-	return b.b.Commit(b.db.wo)
+	return b.b.Commit(wo)
 }
 
 // CommitNoSyncWait applies the batch and makes it visible to readers like

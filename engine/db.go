@@ -305,6 +305,15 @@ func (db *DB) walDirDescription() string {
 // Config returns a copy of the configuration the database was opened with.
 func (db *DB) Config() *config.Config { return db.cfg.Clone() }
 
+// Dir returns the file system and directory (db_path) of the database's
+// files, for a layer above that keeps a file of its own beside them (mvcc's
+// key index checkpoint), through the same file system as the database.
+func (db *DB) Dir() (vfs.FS, string) { return db.fs, db.cfg.DBPath }
+
+// ReadOnly reports whether the database was opened with Options.ReadOnly:
+// nothing on disk may change, beside it either.
+func (db *DB) ReadOnly() bool { return db.readOnly }
+
 // Put sets key to value.
 func (db *DB) Put(key, value []byte) (err error) {
 	ticket, err := db.enterWrite(key, key)

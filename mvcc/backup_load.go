@@ -284,6 +284,10 @@ func LoadBackup(db *engine.DB, r io.Reader, opts Options) (*Store, error) {
 		// (A backup of a store in the layout before leases and metadata
 		// sorted after the revisions holds them under the old prefixes;
 		// Open moves them.)
+		if isCheckpointToken(k) {
+			// It named a checkpoint file beside the backed-up engine.
+			continue
+		}
 		if (k[0] == metaPrefix || k[0] == oldMetaPrefix) && bytes.Equal(k[1:], metaApplied[1:]) {
 			// The index of the backed-up member's log: the new database
 			// starts a log of its own (a single server, or each member of

@@ -47,6 +47,9 @@ func (s *Store) WriteSnapshot(w io.Writer) (uint64, error) {
 	var lenBuf [binary.MaxVarintLen64]byte
 	for ok := it.First(); ok; ok = it.Next() {
 		k, v := it.Key(), it.Value()
+		if isCheckpointToken(k) {
+			continue // it names a file beside this engine only
+		}
 		bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(k)))])
 		bw.Write(k)
 		bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(v)))])
@@ -152,7 +155,7 @@ func (p *PreparedRestore) Commit() error {
 	s.leaseMu.Unlock()
 	s.rev, s.compactRev, s.applied = fresh.rev, fresh.compactRev, fresh.applied
 	s.lastRev, s.lastIndex = fresh.lastRev, fresh.lastIndex
-	s.rebuild = fresh.rebuild
+	s.rebuild, s.origin = fresh.rebuild, fresh.origin
 	s.counts.reset()
 	s.recs.reset()
 	s.leftover = nil
@@ -192,6 +195,9 @@ func snapshotFill(br *bufio.Reader, built *restorer) func(put func(k, v []byte) 
 			}
 			if !isStoreKeyPrefix(k[0]) {
 				return fmt.Errorf("%w: snapshot holds key %q, not a store key", ErrCorrupt, k)
+			}
+			if isCheckpointToken(k) {
+				continue // it named a file beside the sender's engine
 			}
 			if err := put(k, v); err != nil {
 				if errors.Is(err, engine.ErrKeyOrder) {

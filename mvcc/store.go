@@ -168,12 +168,18 @@ type Store struct {
 	wg sync.WaitGroup
 
 	closed atomic.Bool
-	// rebuild is how long Open took to rebuild the index.
+	// rebuild is how long Open took to rebuild the index; origin is where
+	// it came from (see checkpoint.go).
 	rebuild time.Duration
+	origin  IndexOrigin
+	// closeReport is what Close did about the checkpoint.
+	closeReport CheckpointReport
 }
 
 // Open opens the store kept in db, rebuilding the in-memory index and the
-// lease sets by scanning every revision key, and finishes a compaction a
+// lease sets by scanning every revision key (or loading the checkpoint the
+// last Close wrote, when it provably describes db: see checkpoint.go and
+// IndexOrigin), and finishes a compaction a
 // crash interrupted. The Store uses the whole key space of db; close the
 // Store before db. Durability follows db's configuration: with sync = true
 // an acknowledged write survives a crash.
@@ -202,45 +208,52 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 	} else if incomplete && !loading {
 		return nil, fmt.Errorf("mvcc: Open: %w", ErrIncompleteLoad)
 	}
-	metaCur, _, err := s.readMeta(metaRev)
+	m, err := s.readStoreMeta()
 	if err != nil {
 		return nil, err
 	}
-	scheduled, hasScheduled, err := s.readMeta(metaCompactScheduled)
-	if err != nil {
-		return nil, err
+	token, err := s.db.Get(metaCheckpointToken)
+	if errors.Is(err, engine.ErrNotFound) {
+		token, err = nil, nil
 	}
-	finished, hasFinished, err := s.readMeta(metaCompactFinished)
 	if err != nil {
-		return nil, err
-	}
-	applied, _, err := s.readMeta(metaApplied)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mvcc: Open: read %s: %w", metaCheckpointToken, err)
 	}
 	if err := s.restoreLeases(); err != nil {
 		return nil, err
 	}
+	ck, err := s.takeCheckpoint(token, m, built == nil)
+	if err != nil {
+		return nil, err
+	}
 	var maxRev int64
-	if built != nil {
-		s.ix = built.index
+	switch {
+	case built != nil:
+		s.ix, s.origin = built.index, IndexOrigin{Source: IndexFromSnapshot}
 		maxRev, err = s.adopt(built)
-	} else {
+	case ck != nil:
+		s.ix, s.origin.Source, maxRev = ck.ix, IndexFromCheckpoint, ck.rev
+		for _, kl := range ck.leased {
+			// Checked by takeCheckpoint: the lease exists.
+			_ = s.leases.attach(kl.key, kl.id)
+		}
+	default:
 		maxRev, err = s.restore()
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.rev = currentRev(metaCur, maxRev, scheduled)
+	scheduled, finished := max(m.compactScheduled, 0), max(m.compactFinished, 0)
+	s.rev = currentRev(max(m.rev, 0), maxRev, scheduled)
 	s.compactRev = -1
-	if hasScheduled || hasFinished {
+	if m.compactScheduled >= 0 || m.compactFinished >= 0 {
 		s.compactRev = max(scheduled, finished)
 	}
-	s.applied = uint64(applied)
+	s.applied = uint64(max(m.applied, 0))
 	s.lastRev, s.lastIndex = s.rev, s.applied
 	s.notified = s.rev
 	s.rebuild = time.Since(start)
-	if hasScheduled && (!hasFinished || scheduled > finished) {
+	if m.unfinishedCompaction() {
 		// A compaction was scheduled and not finished: finish it.
 		job := s.planCompaction(scheduled)
 		s.ix.Compact(scheduled, true, nil)
@@ -307,7 +320,7 @@ func (s *Store) readMeta(key []byte) (v int64, found bool, err error) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("mvcc: Open: read %s: %w", key, err)
+		return 0, false, fmt.Errorf("mvcc: read %s: %w", key, err)
 	}
 	v, err = decodeInt64(key, b)
 	return v, err == nil, err
@@ -338,7 +351,8 @@ func (s *Store) AppliedIndex() uint64 {
 }
 
 // RebuildDuration returns how long Open took to rebuild the index from
-// storage (before finishing an interrupted compaction).
+// storage or load it from the checkpoint (IndexOrigin says which), before
+// finishing an interrupted compaction.
 func (s *Store) RebuildDuration() time.Duration { return s.rebuild }
 
 // IndexStats returns the memory statistics of the in-memory index.
@@ -349,8 +363,11 @@ func (s *Store) IndexStats() keyindex.Stats {
 }
 
 // Close stops every watcher (their Err becomes ErrClosed), waits for
-// running writes (until durable) and compactions, and closes the store. It
-// does not close the engine.DB.
+// running writes (until durable) and compactions, writes the key index
+// checkpoint the next Open loads instead of reading every revision (see
+// checkpoint.go; CheckpointAtClose says what it wrote, and a checkpoint
+// that could not be written only makes that Open rebuild), and closes the
+// store. It does not close the engine.DB.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
@@ -362,5 +379,6 @@ func (s *Store) Close() error {
 	s.drainLocked()
 	s.stopWatchers()
 	s.wg.Wait()
+	s.closeReport = s.writeCheckpoint()
 	return nil
 }

@@ -48,24 +48,8 @@ var servingLine = regexp.MustCompile(`serving etcd v2 and v3 APIs on https?://(\
 // cleanly and every acknowledged write is in the store.
 func TestServeSIGTERM(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serveChildEnv+"=serve\n--db\n"+dir+"\n--listen\n"+testport.Addr(t))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	lines := bufio.NewReader(stdout)
-	first, err := lines.ReadString('\n')
+	cmd, first, lines := startServeChild(t, dir, testport.Addr(t))
 	m := servingLine.FindStringSubmatch(first)
-	if err != nil || m == nil {
-		t.Fatalf("first line %q, %v; stderr %s", first, err, stderr.String())
-	}
 	if !strings.Contains(first, ", sync true,") {
 		t.Errorf("start-up line %q does not say sync true (serve's default)", first)
 	}
@@ -104,7 +88,7 @@ func TestServeSIGTERM(t *testing.T) {
 	}
 	rest, _ := io.ReadAll(lines)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("strata serve after SIGTERM: %v\nstdout %s\nstderr %s", err, rest, stderr.String())
+		t.Fatalf("strata serve after SIGTERM: %v\nstdout %s", err, rest)
 	}
 	if !strings.Contains(string(rest), "strata: stopped in") {
 		t.Errorf("stdout after SIGTERM: %q", rest)
@@ -130,4 +114,105 @@ func TestServeSIGTERM(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes acknowledged before SIGTERM, all present", len(acked))
+}
+
+// startServeChild runs `strata serve` on dir in a child process and
+// returns it with its start-up line and the rest of its stdout.
+func startServeChild(t *testing.T, dir, addr string) (*exec.Cmd, string, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveChildEnv+"=serve\n--db\n"+dir+"\n--listen\n"+addr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewReader(stdout)
+	first, err := lines.ReadString('\n')
+	if err != nil || servingLine.FindStringSubmatch(first) == nil {
+		t.Fatalf("first line %q, %v; stderr %s", first, err, stderr.String())
+	}
+	return cmd, first, lines
+}
+
+// TestServeRestartLoadsCheckpoint: `strata serve` stopped by SIGTERM
+// writes the key index checkpoint (its last line says so), the next start
+// says it loaded it and serves every key written before through clientv3;
+// after more writes and a SIGKILL the next start says it rebuilt the index
+// from the revisions, and serves the later writes too.
+func TestServeRestartLoadsCheckpoint(t *testing.T) {
+	dir, addr := t.TempDir(), testport.Addr(t)
+	put := func(prefix string, n int) {
+		t.Helper()
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for i := range n {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := c.Put(ctx, fmt.Sprintf("%s/%03d", prefix, i), "v")
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(prefix string) int64 {
+		t.Helper()
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := c.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Count
+	}
+
+	cmd, first, lines := startServeChild(t, dir, addr)
+	if !strings.Contains(first, "key index rebuilt from the revisions in") {
+		t.Errorf("first start: %q", first)
+	}
+	put("a", 100)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(lines)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	if !strings.Contains(string(rest), "key index checkpoint written: 100 keys") {
+		t.Errorf("stdout after SIGTERM: %q", rest)
+	}
+
+	cmd, first, _ = startServeChild(t, dir, addr)
+	if !strings.Contains(first, "key index loaded from the checkpoint in") {
+		t.Errorf("start after SIGTERM: %q", first)
+	}
+	if n := count("a"); n != 100 {
+		t.Errorf("%d keys after the restart, want 100", n)
+	}
+	put("b", 50)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	_, first, _ = startServeChild(t, dir, addr)
+	if !strings.Contains(first, "key index rebuilt from the revisions in") {
+		t.Errorf("start after SIGKILL: %q", first)
+	}
+	if a, b := count("a"), count("b"); a != 100 || b != 50 {
+		t.Errorf("after SIGKILL: %d and %d keys, want 100 and 50", a, b)
+	}
 }

@@ -185,6 +185,17 @@ func (s *Server) Failed() <-chan struct{} { return s.failed }
 // when the configuration said port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// IndexOrigin says how the store built its key index when the server
+// started (loaded from the checkpoint the last clean stop wrote, or
+// rebuilt from the revisions) and how long that took.
+func (s *Server) IndexOrigin() (mvcc.IndexOrigin, time.Duration) {
+	return s.store.IndexOrigin(), s.store.RebuildDuration()
+}
+
+// ClosingCheckpoint says what Close did about the store's key index
+// checkpoint (the zero report before Close).
+func (s *Server) ClosingCheckpoint() mvcc.CheckpointReport { return s.store.CheckpointAtClose() }
+
 // Node returns the apply path (for tests and the cluster).
 func (s *Server) Node() cluster.Node { return s.node }
 

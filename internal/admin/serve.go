@@ -109,6 +109,7 @@ in flight and closes the database. See docs/server.md.`,
 			if cfg.Server.GoMemoryLimitMB == 0 {
 				goLimit = applyGoMemoryLimit(ctx, cfg.Server)
 			}
+			origin, indexTook := srv.IndexOrigin()
 			scheme := "http"
 			if cfg.Server.CertFile != "" {
 				scheme = "https"
@@ -116,9 +117,10 @@ in flight and closes the database. See docs/server.md.`,
 			eff := cfg.Clone()
 			eff.ApplyMemoryBudget()
 			out := cmd.OutOrStdout()
-			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s, %s; started in %s)\n",
+			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s, %s; started in %s, key index %s in %s)\n",
 				scheme, srv.Addr(), cfg.DBPath, describeSync(cfg), eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
-				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, procs, formatElapsed(time.Since(began))); err != nil {
+				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, procs, formatElapsed(time.Since(began)),
+				origin, formatElapsed(indexTook)); err != nil {
 				_ = srv.Close()
 				return err
 			}
@@ -148,7 +150,7 @@ in flight and closes the database. See docs/server.md.`,
 			if err := srv.Close(); err != nil {
 				return fmt.Errorf("shutdown: %w", err)
 			}
-			_, err = fmt.Fprintf(out, "strata: stopped in %s\n", formatElapsed(time.Since(began)))
+			_, err = fmt.Fprintf(out, "strata: stopped in %s (%s)\n", formatElapsed(time.Since(began)), srv.ClosingCheckpoint())
 			return err
 		},
 	}

@@ -2,6 +2,7 @@ package keyindex
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -39,5 +40,50 @@ func benchmarkPut(b *testing.B, n int) {
 		if err := ix.Put(keys[i%len(keys)], Revision{Main: int64(i + 1)}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkExportLoad exports an index of 1M pod-like keys with two
+// versions each (the restart figures' store) and loads it into a new
+// index; one op is one key loaded.
+func BenchmarkExportLoad(b *testing.B) {
+	const n = 1000000
+	src := New()
+	rb, err := src.StartRebuild()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	perm := r.Perm(n)
+	for i, k := range perm {
+		key := fmt.Appendf(nil, "/registry/pods/namespace-%02d/pod-%08x", k%100, k)
+		if err := rb.Restore(key, Revision{Main: int64(i/100 + 2), Sub: int64(i % 100)}, false, int64(i/100+2), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rb.Finish()
+	type kl struct{ key, list []byte }
+	var all []kl
+	if err := src.Export(func(key, list []byte) error {
+		all = append(all, kl{append([]byte(nil), key...), append([]byte(nil), list...)})
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		ix := New()
+		l, err := ix.StartLoad()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range all[:min(len(all), b.N-done)] {
+			if _, err := l.Add(e.key, e.list); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l.Finish()
+		done += len(all)
 	}
 }

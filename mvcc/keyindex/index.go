@@ -117,6 +117,11 @@ type Index struct {
 	probeFree chan uint32
 
 	scratch []byte
+	// idOrder, set only while a Loader fills an empty index, orders the
+	// tree by slot id: the Loader hands out ids in increasing order to
+	// keys in increasing order, so the two orders agree, and its
+	// insertions compare integers instead of keys.
+	idOrder bool
 }
 
 // New returns an empty index.
@@ -143,6 +148,9 @@ func (ix *Index) keyOf(id uint32) []byte {
 }
 
 func (ix *Index) less(a, b uint32) bool {
+	if ix.idOrder {
+		return a < b
+	}
 	return bytes.Compare(ix.keyOf(a), ix.keyOf(b)) < 0
 }
 

@@ -41,6 +41,10 @@ const MaxMain = 1<<61 - 1
 // eight bytes. Compacting at 10 keeps 9.1 (the latest at or below 10) with
 // a header for the puts it dropped: 0 created=5 versionBase=1, then
 // x=9<<2|1 sub=1, x=3<<2|2, x=8<<2.
+//
+// The encoding is also stored: Export hands lists out as they are, and
+// mvcc's key index checkpoint keeps them in a file, so a change here must
+// change that file's format version (mvcc/checkpoint.go).
 const (
 	tagSub    = 1
 	tagTomb   = 2
