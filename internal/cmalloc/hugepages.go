@@ -42,7 +42,7 @@ const thpEnabledFile = "/sys/kernel/mm/transparent_hugepage/enabled"
 // program then goes on as it is. Call it first in main, before anything
 // depends on the process's state.
 func ExecWithHugePages() (reason string, err error) {
-	if skip := hugePagesSkipped(os.Getenv(envTunables), thpMode()); skip != "" {
+	if skip := hugePagesSkipped(os.Getenv(envTunables), thpMode); skip != "" {
 		return skip, nil
 	}
 	exe, err := os.Executable()
@@ -64,16 +64,19 @@ func ExecWithHugePages() (reason string, err error) {
 }
 
 // hugePagesSkipped says why ExecWithHugePages has nothing to do, given
-// GLIBC_TUNABLES and the kernel's mode, or "" when it should exec.
-func hugePagesSkipped(tunables, mode string) string {
+// GLIBC_TUNABLES and the kernel's mode (read only when the rest allows
+// the exec: an exec'd program does not read it again), or "" when it
+// should exec.
+func hugePagesSkipped(tunables string, mode func() string) string {
+	_, set := hugeTLBValue(tunables)
 	switch {
 	case !available:
 		return "not glibc"
 	case !hugeTLBKnown:
 		return "glibc before 2.35"
-	case hasHugeTLB(tunables):
+	case set:
 		return hugeTLBTunable + " from " + envTunables
-	case mode == "never" || mode == "":
+	case !thpAllowed(mode()):
 		return "transparent huge pages off in the kernel"
 	}
 	return ""
@@ -88,17 +91,15 @@ func HugePages() string {
 		return "malloc huge pages off"
 	case v != "1":
 		return "malloc huge pages off (" + hugeTLBTunable + "=" + v + ")"
-	case thpMode() == "never" || thpMode() == "":
+	case !thpAllowed(thpMode()):
 		return "malloc huge pages off (the kernel's are)"
 	}
 	return "malloc huge pages on"
 }
 
-// hasHugeTLB reports whether tunables sets glibc.malloc.hugetlb.
-func hasHugeTLB(tunables string) bool {
-	_, ok := hugeTLBValue(tunables)
-	return ok
-}
+// thpAllowed reports whether the kernel's mode lets a program ask for
+// transparent huge pages ("" when unknown: no).
+func thpAllowed(mode string) bool { return mode == "always" || mode == "madvise" }
 
 // hugeTLBValue is the value tunables gives glibc.malloc.hugetlb.
 func hugeTLBValue(tunables string) (string, bool) {
