@@ -60,10 +60,9 @@ type ServerConfig struct {
 	// that the garbage collector returns the heap it does not need instead of
 	// keeping GOGC=100's headroom (as much again as the live heap, most of
 	// it the mvcc key index). 0 is automatic: a limit that follows the live
-	// heap, AutoGoMemoryLimitFloorMB or the runtime's memory outside the
-	// heap plus the live heap plus a quarter plus AutoGoMemoryLimitSlackMB,
-	// whichever is larger, so the collector never fights a key index that
-	// outgrew a fixed number (see docs/server.md).
+	// heap, the runtime's memory outside the heap plus the live heap plus a
+	// quarter plus AutoGoMemoryLimitSlackMB, so the collector never fights
+	// a key index that outgrew a fixed number (see docs/server.md).
 	// -1 leaves the runtime's limit alone (GOMEMLIMIT, if set). Pebble's
 	// memtables and block cache are outside the Go heap (memory_budget_mb
 	// bounds them). -1..1048576. The default value is 0.
@@ -96,15 +95,17 @@ type ServerConfig struct {
 	BcryptCost int64 `toml:"bcrypt_cost" yaml:"bcrypt_cost" json:"bcrypt_cost"`
 }
 
-// AutoGoMemoryLimitFloorMB and AutoGoMemoryLimitSlackMB shape the automatic
-// Go memory limit (go_memory_limit_mb = 0): never below the floor, so that a
-// small server collects no more often than GOGC=100 makes it, and the live
-// heap plus a quarter plus the slack above it, so that a large key index
-// keeps a quarter of headroom rather than a whole one.
-const (
-	AutoGoMemoryLimitFloorMB = 24
-	AutoGoMemoryLimitSlackMB = 8
-)
+// AutoGoMemoryLimitSlackMB shapes the automatic Go memory limit
+// (go_memory_limit_mb = 0): the live heap plus a quarter plus the slack,
+// so that a large key index keeps a quarter of headroom rather than
+// GOGC=100's whole one, and a small server collects no more often than
+// GOGC=100 makes it. The slack is the room for requests in flight: a page
+// of 500 Kubernetes objects is about 7 MB, read, encoded and written out,
+// three times over. With 8 MB the collector ran and the runtime returned
+// pages within each such page, and every page faulted its memory back in
+// (five times the page faults, two fifths of a list's CPU, docs/server.md).
+// The idle return gives the slack back once the requests stop.
+const AutoGoMemoryLimitSlackMB = 64
 
 // MaxValueBytesLimit is the largest max_value_bytes: the mvcc store's
 // MaxValueSize (a server test checks they agree; config sits below mvcc).

@@ -152,8 +152,7 @@ func autoGoMemoryLimit(samples []metrics.Sample) int64 { return readGoMemory(sam
 
 // limit is the automatic limit: the runtime's memory outside the heap
 // (stacks, GC metadata, ...) plus the live heap plus a quarter of it plus
-// config.AutoGoMemoryLimitSlackMB, but at least
-// config.AutoGoMemoryLimitFloorMB.
+// config.AutoGoMemoryLimitSlackMB.
 func (m goMemory) limit() int64 {
 	var outside uint64
 	if m.total > m.heap {
@@ -163,7 +162,7 @@ func (m goMemory) limit() int64 {
 	if want > math.MaxInt64 {
 		want = math.MaxInt64
 	}
-	return max(int64(want), config.AutoGoMemoryLimitFloorMB<<20)
+	return int64(want)
 }
 
 // describeGoMemoryLimit says on serve's startup line which limit

@@ -87,7 +87,7 @@ func serveWhile(t *testing.T, serverLines string, read func()) string {
 // TestServeAppliesGoMemoryLimit checks that serve sets the Go runtime's
 // soft memory limit from [server] go_memory_limit_mb: a fixed number as
 // written, -1 not at all, and the automatic limit (0, the default) at
-// least its floor, the line saying which.
+// least its slack, the line saying which.
 func TestServeAppliesGoMemoryLimit(t *testing.T) {
 	orig := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
@@ -103,8 +103,8 @@ func TestServeAppliesGoMemoryLimit(t *testing.T) {
 
 	debug.SetMemoryLimit(orig)
 	limit, out = serveAndReadGoMemoryLimit(t, "")
-	if floor := int64(config.AutoGoMemoryLimitFloorMB << 20); limit < floor || limit == orig {
-		t.Errorf("automatic: Go memory limit %d, want at least %d (and not the runtime's %d)", limit, floor, orig)
+	if slack := int64(config.AutoGoMemoryLimitSlackMB << 20); limit < slack || limit == orig {
+		t.Errorf("automatic: Go memory limit %d, want at least %d (and not the runtime's %d)", limit, slack, orig)
 	}
 	if !strings.Contains(out, "Go memory limit automatic (") {
 		t.Errorf("startup line does not say automatic: %q", out)
@@ -117,7 +117,7 @@ func TestServeAppliesGoMemoryLimit(t *testing.T) {
 }
 
 // TestAutoGoMemoryLimitFollowsLiveHeap checks that the automatic limit
-// grows with the live heap (a key index bigger than the floor gets its
+// grows with the live heap (a key index bigger than the slack gets its
 // quarter of headroom, not a limit the collector would fight).
 func TestAutoGoMemoryLimitFollowsLiveHeap(t *testing.T) {
 	samples := goMemorySamples()

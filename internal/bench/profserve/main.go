@@ -21,6 +21,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/stratadb/strata/internal/admin"
+	"github.com/stratadb/strata/internal/cmalloc"
 )
 
 func main() {
@@ -31,6 +32,10 @@ func main() {
 }
 
 func run() error {
+	// As cmd/strata does, so that profiles show the release binary's costs.
+	if _, err := cmalloc.ExecWithHugePages(); err != nil {
+		fmt.Fprintln(os.Stderr, "strata: starting with huge pages for C blocks:", err)
+	}
 	if addr := os.Getenv("STRATA_PPROF_ADDR"); addr != "" {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil || !net.ParseIP(host).IsLoopback() {
