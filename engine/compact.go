@@ -108,7 +108,15 @@ func (db *DB) CompactAll() (err error) {
 
 // Compact compacts the keys in [start, end) and rewrites the tables in that
 // span whose codec is not their level's (see CompactAll).
-func (db *DB) Compact(start, end []byte) (err error) {
+func (db *DB) Compact(start, end []byte) error {
+	return db.CompactContext(context.Background(), start, end)
+}
+
+// CompactContext is Compact for a caller that may give up: once ctx ends,
+// the compactions of the span not yet started are dropped and it returns
+// ctx's error (those already running finish in the background, as Close's
+// do).
+func (db *DB) CompactContext(ctx context.Context, start, end []byte) (err error) {
 	if err := db.enterOp(); err != nil {
 		return err
 	}
@@ -121,9 +129,20 @@ func (db *DB) Compact(start, end []byte) (err error) {
 	if err := checkRange(start, end); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(db.ctx, cancel)()
 	db.rewriteMu.Lock()
 	defer db.rewriteMu.Unlock()
-	return db.compact(db.ctx, start, end)
+	return db.compact(ctx, start, end)
+}
+
+// CompactionsBehind reports whether L0 holds as many sublevels as make the
+// engine compact it (Pebble's L0CompactionThreshold) or more: its own
+// compactions are behind the writes, and optional work (a manual
+// compaction) would take the compaction slot writes are about to need.
+func (db *DB) CompactionsBehind() bool {
+	return db.pdb.Metrics().Levels[0].Sublevels >= int32(db.popts.L0CompactionThreshold)
 }
 
 // interruptedByClose turns the error of a compaction that Close cancelled

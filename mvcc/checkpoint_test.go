@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -387,11 +388,11 @@ func TestCheckpointNotWrittenMidCompaction(t *testing.T) {
 // next Open rebuilds the right index.
 func TestCheckpointWriteErrorSweep(t *testing.T) {
 	for k := int64(0); ; k++ {
-		var armed atomic64
+		var armed atomic.Bool
+		var n atomic.Int64
 		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-			if armed.on && strings.Contains(op.Path, checkpointFileName) {
-				armed.n++
-				if armed.n-1 == k {
+			if armed.Load() && strings.Contains(op.Path, checkpointFileName) {
+				if n.Add(1)-1 == k {
 					return errorfs.ErrInjected
 				}
 			}
@@ -401,11 +402,11 @@ func TestCheckpointWriteErrorSweep(t *testing.T) {
 		s := openStore(t, db, Options{})
 		m := newModel()
 		randomLeasedHistory(t, s, m, newOpGen(rand.New(rand.NewPCG(3, uint64(k))), 8), 80)
-		armed.on = true
+		armed.Store(true)
 		if err := s.Close(); err != nil {
 			t.Fatalf("k=%d: Close: %v", k, err)
 		}
-		armed.on = false
+		armed.Store(false)
 		r := s.CheckpointAtClose()
 		s = openStore(t, db, Options{})
 		if r.Written {
@@ -427,13 +428,6 @@ func TestCheckpointWriteErrorSweep(t *testing.T) {
 		_ = s.Close()
 		_ = db.Close()
 	}
-}
-
-// atomic64 is the sweep's counter; the injector runs on the closing
-// goroutine only while armed.
-type atomic64 struct {
-	on bool
-	n  int64
 }
 
 // TestCheckpointNeverTravels: a read-only engine loads the checkpoint and

@@ -102,6 +102,9 @@ func (s *Store) runCompaction(job *compactJob) error {
 		}
 	}
 	s.leftover = nil
+	if s.reclaim != nil {
+		s.reclaim.add(job.lo, job.hi, job.dropped)
+	}
 	return nil
 }
 
@@ -113,7 +116,10 @@ type compactJob struct {
 	// index is the log index the first batch records, 0 for none.
 	index uint64
 	drops []keyindex.Revision
-	pos   int
+	// lo and hi bound the main revisions of drops (hi exclusive), dropped
+	// is their number: what the reclaimer is given.
+	lo, hi, dropped int64
+	pos             int
 	// step counts the batches committed.
 	step int
 	done bool
@@ -125,7 +131,14 @@ func (j *compactJob) finished() bool { return j.done }
 // writeMu or is Open.
 func (s *Store) planCompaction(rev int64) *compactJob {
 	job := &compactJob{rev: rev}
-	s.ix.Compact(rev, false, func(r keyindex.Revision) { job.drops = append(job.drops, r) })
+	s.ix.Compact(rev, false, func(r keyindex.Revision) {
+		if len(job.drops) == 0 {
+			job.lo, job.hi = r.Main, r.Main+1
+		}
+		job.lo, job.hi = min(job.lo, r.Main), max(job.hi, r.Main+1)
+		job.drops = append(job.drops, r)
+	})
+	job.dropped = int64(len(job.drops))
 	return job
 }
 

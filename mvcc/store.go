@@ -23,6 +23,12 @@ type Options struct {
 	// its memory stays bounded; only if compaction drops those events first
 	// does it end, with ErrCompacted. The default value is 1024.
 	WatchBufferSize int
+	// ReclaimHistory makes the store compact the engine over the history
+	// each compaction drops, in the background, so that its space is given
+	// back (see reclaim.go). Off by default: on Kubernetes-sized writes
+	// compacted every minute it cost half again the server's CPU and a
+	// third of its update rate, for 28% less disk.
+	ReclaimHistory bool
 
 	// hooks are for tests.
 	hooks hooks
@@ -164,6 +170,10 @@ type Store struct {
 	watchers watcherSet
 	// notified is the last revision handed to watchers.
 	notified int64
+	// reclaim compacts the engine over the history compactions drop (nil
+	// without Options.ReclaimHistory or on a read-only engine).
+	reclaim *reclaimer
+
 	// wg counts the goroutines of Store.Watch's watchers.
 	wg sync.WaitGroup
 
@@ -253,14 +263,21 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 	s.lastRev, s.lastIndex = s.rev, s.applied
 	s.notified = s.rev
 	s.rebuild = time.Since(start)
+	var resumed *compactJob
 	if m.unfinishedCompaction() {
 		// A compaction was scheduled and not finished: finish it.
-		job := s.planCompaction(scheduled)
+		resumed = s.planCompaction(scheduled)
 		s.ix.Compact(scheduled, true, nil)
-		for !job.finished() {
-			if err := s.compactStep(job); err != nil {
+		for !resumed.finished() {
+			if err := s.compactStep(resumed); err != nil {
 				return nil, fmt.Errorf("mvcc: Open: resume compaction at %d: %w", scheduled, err)
 			}
+		}
+	}
+	if opts.ReclaimHistory && !db.ReadOnly() {
+		s.reclaim = newReclaimer(db)
+		if resumed != nil {
+			s.reclaim.add(resumed.lo, resumed.hi, resumed.dropped)
 		}
 	}
 	return s, nil
@@ -371,6 +388,9 @@ func (s *Store) IndexStats() keyindex.Stats {
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
+	}
+	if s.reclaim != nil {
+		s.reclaim.stop()
 	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
