@@ -28,11 +28,10 @@ import (
 // dropped across the whole history wait for more. Spans add up across
 // compactions until then.
 //
-// It is background work, and must not take the compaction slot the
-// engine's own compactions need to keep up with writes: compacting the
-// whole history at once (0.17 GB of tables at 1.1 million pods) held it
-// long enough for L0 to fill and writes to stop for over 10 s. So a span
-// is compacted in slices of at most reclaimSliceRevisions revisions; before
+// It is background work, and must not hold for long the compaction slot
+// the engine's own compactions need to keep up with writes (the whole
+// history is 0.17 GB of tables at 1.1 million pods). So a span is
+// compacted in slices of at most reclaimSliceRevisions revisions; before
 // each, the reclaimer waits while the engine's compactions are behind
 // (engine.DB.CompactionsBehind), and after each it rests as long as the
 // slice took, so that it has at most half of the slot.
