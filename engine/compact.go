@@ -141,7 +141,12 @@ func (db *DB) CompactContext(ctx context.Context, start, end []byte) (err error)
 // engine compact it (Pebble's L0CompactionThreshold) or more: its own
 // compactions are behind the writes, and optional work (a manual
 // compaction) would take the compaction slot writes are about to need.
+// A closed database is not behind.
 func (db *DB) CompactionsBehind() bool {
+	if db.enterOp() != nil {
+		return false
+	}
+	defer db.leaveOp()
 	return db.pdb.Metrics().Levels[0].Sublevels >= int32(db.popts.L0CompactionThreshold)
 }
 
