@@ -16,9 +16,10 @@ import (
 // engine's own compactions follow new writes, which all land at the end of
 // the revision order: the history's tables, far below, are never picked.
 // A store whose values live in blob files kept every value it ever wrote
-// (29.4 of 29.5 GB written, after compactions, at 1.1 million pods). So
-// after a compaction the store compacts the engine over the span of the
-// revisions it dropped (engine.DB.CompactContext), in the background; the
+// (29.4 of 29.5 GB written, after compactions, at 1.1 million pods). So,
+// with Options.ReclaimHistory, after a compaction the store compacts the
+// engine over the span of the revisions it dropped
+// (engine.DB.CompactContext), in the background; the
 // blob files then lose those references, and the engine deletes or
 // rewrites them (enable_blob_garbage_collection).
 //
