@@ -52,8 +52,8 @@ type reclaimer struct {
 	// exclusive; lo == hi when none); dropped counts the revisions
 	// dropped in it.
 	lo, hi, dropped int64
-	// ran counts the spans compacted, err is the last compaction's error:
-	// for tests and the logs.
+	// ran counts the spans compacted, err is the last compaction's error
+	// (Pebble's event listener logs it): what tests read.
 	ran int
 	err error
 
