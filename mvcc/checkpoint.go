@@ -274,7 +274,7 @@ func (s *Store) writeCheckpointFile(token [checkpointTokenLen]byte, m storeMeta)
 		w.Write(key)
 		putUvarint(uint64(len(list)))
 		w.Write(list)
-		putUvarint(uint64(s.leases.byKey[string(key)]))
+		putUvarint(uint64(s.leases.leaseOf(view(key))))
 		keys++
 		return nil
 	})

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/stratadb/strata/engine"
 )
@@ -27,55 +26,74 @@ type Lease struct {
 // leaseSet is the in-memory state of the leases: each lease's keys, and
 // each leased key's lease. Keys without a lease take no memory here.
 type leaseSet struct {
-	byID  map[int64]*leaseState
-	byKey map[string]int64
+	byID map[int64]*leaseState
+	keys leasedKeys
 }
 
 type leaseState struct {
-	ttl  int64
-	keys map[string]struct{}
+	ttl int64
+	// first is the first of the lease's keys in leaseSet.keys, 0 if none.
+	first uint32
+	// n is the number of its keys.
+	n int
 }
 
 func newLeaseSet() leaseSet {
-	return leaseSet{byID: map[int64]*leaseState{}, byKey: map[string]int64{}}
+	return leaseSet{byID: map[int64]*leaseState{}, keys: newLeasedKeys()}
 }
 
-// attach records key under lease id; the lease must exist.
+// leaseOf returns key's lease, 0 if it has none.
+func (ls *leaseSet) leaseOf(key string) int64 { return ls.keys.leaseOf(key) }
+
+// attach records key under lease id, moving it off its lease if it has
+// another; the lease must exist.
 func (ls *leaseSet) attach(key string, id int64) error {
 	l := ls.byID[id]
 	if l == nil {
 		return fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
 	}
-	l.keys[key] = struct{}{}
-	ls.byKey[key] = id
+	ls.detach(key)
+	ls.keys.add(key, id, &l.first)
+	l.n++
 	return nil
 }
 
 // detach removes key from its lease, if any.
 func (ls *leaseSet) detach(key string) {
-	id, ok := ls.byKey[key]
-	if !ok {
+	i := ls.keys.find(key)
+	if i == 0 {
 		return
 	}
-	delete(ls.byKey, key)
-	if l := ls.byID[id]; l != nil {
-		delete(l.keys, key)
+	var first *uint32
+	if l := ls.byID[ls.keys.ents[i].lease]; l != nil {
+		first = &l.first
+		l.n--
 	}
+	ls.keys.remove(i, first)
+}
+
+// keysOf returns lease l's keys, in key order.
+func (ls *leaseSet) keysOf(l *leaseState) [][]byte {
+	out := make([][]byte, 0, l.n)
+	ls.keys.chain(l.first, func(k string) { out = append(out, []byte(k)) })
+	slices.SortFunc(out, bytes.Compare)
+	return out
 }
 
 // setKeyLease moves key onto lease id (0: none), as a put does. The
 // caller holds writeMu.
 func (s *Store) setKeyLease(key []byte, id int64) {
-	old, had := s.leases.byKey[string(key)]
-	if had && old == id || !had && id == 0 {
+	// The set copies what it keeps.
+	k := view(key)
+	if s.leases.leaseOf(k) == id {
 		return
 	}
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
-	s.leases.detach(string(key))
+	s.leases.detach(k)
 	if id != 0 {
 		// Checked by the caller: the lease exists.
-		_ = s.leases.attach(string(key), id)
+		_ = s.leases.attach(k, id)
 	}
 }
 
@@ -91,7 +109,7 @@ func (s *Store) restoreLeases() error {
 		if err != nil {
 			return fmt.Errorf("mvcc: Open: %w", err)
 		}
-		s.leases.byID[id] = &leaseState{ttl: ttl, keys: map[string]struct{}{}}
+		s.leases.byID[id] = &leaseState{ttl: ttl}
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("mvcc: Open: scan leases: %w", err)
@@ -136,7 +154,7 @@ func (s *Store) grantLease(index uint64, id, ttl int64) error {
 		return fmt.Errorf("%w: %d", ErrLeaseExists, id)
 	}
 	s.leaseMu.Lock()
-	s.leases.byID[id] = &leaseState{ttl: ttl, keys: map[string]struct{}{}}
+	s.leases.byID[id] = &leaseState{ttl: ttl}
 	s.leaseMu.Unlock()
 	t.leasePuts = append(t.leasePuts, [2]int64{id, ttl})
 	if _, err = t.finish(TxnResponse{}); err != nil {
@@ -166,13 +184,8 @@ func (s *Store) revokeLease(index uint64, id int64) (int64, error) {
 		}
 		return 0, fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
 	}
-	keys := make([]string, 0, len(l.keys))
-	for k := range l.keys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if _, err := t.deleteRange(keyRange{key: []byte(k)}, false); err != nil {
+	for _, k := range s.leases.keysOf(l) {
+		if _, err := t.deleteRange(keyRange{key: k}, false); err != nil {
 			return 0, t.abort(err)
 		}
 	}
@@ -266,10 +279,5 @@ func (s *Store) Lease(id int64) (Lease, error) {
 
 func (s *Store) leaseLocked(id int64) Lease {
 	l := s.leases.byID[id]
-	out := Lease{ID: id, TTL: l.ttl, Keys: make([][]byte, 0, len(l.keys))}
-	for k := range l.keys {
-		out.Keys = append(out.Keys, []byte(k))
-	}
-	slices.SortFunc(out.Keys, bytes.Compare)
-	return out
+	return Lease{ID: id, TTL: l.ttl, Keys: s.leases.keysOf(l)}
 }
