@@ -66,6 +66,11 @@ func (lk *leasedKeys) key(i uint32) string {
 
 // find returns key's entry, 0 if key has no lease.
 func (lk *leasedKeys) find(key string) uint32 {
+	if lk.n == 0 {
+		// Every put asks; most stores lease no key, and hashing is then
+		// work for nothing.
+		return 0
+	}
 	for i := lk.byHash[lk.hash(key)]; i != 0; i = lk.ents[i].same {
 		if lk.key(i) == key {
 			return i

@@ -198,7 +198,7 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 		return res, err
 	}
 	t0 := time.Now()
-	res.ListKeys, err = listAll(ctx, admin, "/registry/pods/", 500, k.timed)
+	res.ListKeys, err = ListAll(ctx, admin, "/registry/pods/", 500, k.timed)
 	res.ListSeconds = time.Since(t0).Seconds()
 	if err != nil {
 		return res, err
@@ -755,9 +755,10 @@ func (k *kubeRun) phaseAt(t time.Duration) string {
 	return name
 }
 
-// listAll lists prefix in pages of limit with continuation, as the
-// apiserver's paginated list does, and returns the number of keys.
-func listAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64, timed func(kind string, req func() error) error) (int, error) {
+// ListAll lists prefix in pages of limit with continuation, as the
+// apiserver's paginated list does, and returns the number of keys. timed
+// runs each page's request (to time it).
+func ListAll(ctx context.Context, c *clientv3.Client, prefix string, limit int64, timed func(kind string, req func() error) error) (int, error) {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	key := prefix
 	var rev int64

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratadb/strata/internal/bench"
 	"github.com/stratadb/strata/internal/workload"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -110,29 +111,12 @@ func load(c *clientv3.Client, events, pods int) error {
 }
 
 func list(c *clientv3.Client, n int) error {
-	ctx := context.Background()
-	const prefix = "/registry/pods/"
-	end := clientv3.GetPrefixRangeEnd(prefix)
+	untimed := func(_ string, req func() error) error { return req() }
 	for range n {
 		start := time.Now()
-		key, rev, count := prefix, int64(0), 0
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(500)}
-			if rev > 0 {
-				opts = append(opts, clientv3.WithRev(rev))
-			}
-			resp, err := c.Get(ctx, key, opts...)
-			if err != nil {
-				return err
-			}
-			if rev == 0 {
-				rev = resp.Header.Revision
-			}
-			count += len(resp.Kvs)
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
-			}
-			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		count, err := bench.ListAll(context.Background(), c, "/registry/pods/", 500, untimed)
+		if err != nil {
+			return err
 		}
 		fmt.Printf("%d pods in %.2f s\n", count, time.Since(start).Seconds())
 	}
