@@ -9,8 +9,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
@@ -115,15 +113,15 @@ func (g *rangeGate) hold(ctx context.Context, resp *pb.RangeResponse, release fu
 	})
 }
 
-// rangeCodec is gRPC's proto codec, which gives a big Range's token back
-// once its response is encoded.
+// rangeCodec is the server's codec (wireCodec), which gives a big Range's
+// token back once its response is encoded.
 type rangeCodec struct {
-	encoding.CodecV2
+	wireCodec
 	gate *rangeGate
 }
 
 func newRangeCodec(g *rangeGate) rangeCodec {
-	return rangeCodec{CodecV2: encoding.GetCodecV2(proto.Name), gate: g}
+	return rangeCodec{wireCodec: newWireCodec(), gate: g}
 }
 
 func (c rangeCodec) Marshal(v any) (mem.BufferSlice, error) {
@@ -132,7 +130,7 @@ func (c rangeCodec) Marshal(v any) (mem.BufferSlice, error) {
 			defer release.(func())()
 		}
 	}
-	return c.CodecV2.Marshal(v)
+	return c.wireCodec.Marshal(v)
 }
 
 // holdRange is the KV service's way to rangeGate.hold.

@@ -56,10 +56,12 @@ func TestRangeOverSendLimit(t *testing.T) {
 // TestBigRangesAtOnce: eight lists of 16 MiB at once raise the process's
 // heap (the server's and the clients' in this test) by what a few take,
 // not eight times that: waiting lists hold nothing, and one is read and
-// encoded at a time. (Without the gate, free bytes past the lists' size,
-// the heap grew by 243-365 MiB; with it, by about 120.) Measured from the runtime's heap, sampled
-// while they run, with the collector made eager so that the heap follows
-// what is live.
+// encoded at a time. Measured from the runtime's heap, sampled while they
+// run, with the collector made eager so that the heap follows what is
+// live. Without the gate (free bytes past the lists' size) the heap grew
+// by 280-310 MiB in five runs; with it by 120-191 MiB in twelve, the
+// clients' decoding and the collector's timing making the spread: the
+// bound, 14 lists' worth, lies between the two.
 func TestBigRangesAtOnce(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	s.ranges.free.Store(1 << 20)
@@ -112,8 +114,8 @@ func TestBigRangesAtOnce(t *testing.T) {
 	}
 	grew := peak.Load() - base
 	t.Logf("%d lists of %d MiB at once: heap grew by %d MiB at most", lists, listBytes>>20, grew>>20)
-	if grew > 11*listBytes {
+	if grew > 14*listBytes {
 		t.Errorf("%d lists of %d MiB at once grew the heap by %d MiB, want under %d MiB (one list read and encoded at a time in the server, the clients' decoding, garbage)",
-			lists, listBytes>>20, grew>>20, 11*listBytes>>20)
+			lists, listBytes>>20, grew>>20, 14*listBytes>>20)
 	}
 }

@@ -8,8 +8,10 @@
 //
 // With STRATA_PPROF_ADDR (a loopback HOST:PORT) it serves net/http/pprof
 // there; with STRATA_CPUPROFILE=FILE it writes a CPU profile of the whole
-// run to FILE when the command returns (serve returns after SIGTERM). The
-// release binary, cmd/strata, has neither.
+// run to FILE when the command returns (serve returns after SIGTERM); a %p
+// in FILE becomes the process ID, so that a benchmark that starts the server
+// twice (load, then restart) keeps both profiles. The release binary,
+// cmd/strata, has neither.
 package main
 
 import (
@@ -19,6 +21,8 @@ import (
 	_ "net/http/pprof" // the /debug/pprof handlers on http.DefaultServeMux
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 
 	"github.com/stratadb/strata/internal/admin"
 	"github.com/stratadb/strata/internal/cmalloc"
@@ -48,6 +52,7 @@ func run() error {
 		go http.Serve(l, nil)
 	}
 	if path := os.Getenv("STRATA_CPUPROFILE"); path != "" {
+		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 		f, err := os.Create(path)
 		if err != nil {
 			return fmt.Errorf("STRATA_CPUPROFILE=%q: %w", path, err)
