@@ -182,6 +182,25 @@ func (c Codec) PebbleProfile() *sstable.CompressionProfile {
 	}
 }
 
+// PebbleProfileSplit returns the profile that compresses a table's data and
+// index blocks with keys and values (blob files' value blocks, and tables'
+// value blocks) with c: what a level gets when its values live in blob
+// files and its keys have a codec of their own (config's key_compression).
+// Pebble's own "Fast" profile splits the same way. The same codec twice is
+// c's profile, under c's name.
+func (c Codec) PebbleProfileSplit(keys Codec) *sstable.CompressionProfile {
+	values := c.PebbleProfile()
+	k := keys.PebbleProfile()
+	if k.Name == values.Name {
+		return values
+	}
+	p := *values
+	p.Name = fmt.Sprintf("%s values, %s keys", values.Name, k.Name)
+	p.DataBlocks = k.DataBlocks
+	p.OtherBlocks = k.OtherBlocks
+	return &p
+}
+
 // rocksDBNames maps each algorithm to its RocksDB CompressionType name.
 var rocksDBNames = [...]string{None: "kNoCompression", Snappy: "kSnappyCompression", LZ4: "kLZ4Compression", Zstd: "kZSTD", MinLZ: "kMinLZCompression"}
 

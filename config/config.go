@@ -213,6 +213,21 @@ type Config struct {
 	// values. The default value is false.
 	EnableBlobGarbageCollection bool `toml:"enable_blob_garbage_collection" yaml:"enable_blob_garbage_collection" json:"enable_blob_garbage_collection"`
 
+	// KeyCompression is the codec of the tables' data and index blocks when
+	// values live in blob files (enable_blob_files): the keys, the
+	// references to blob values and the values under min_blob_size. The
+	// level's codec (compression_default, compression_bottommost,
+	// compression_levels) then compresses the values in blob files. Every
+	// point read goes through a table's data block, so a zstd level's keys
+	// cost a zstd decompression on each cache miss while its values,
+	// most of its bytes, are what zstd shrinks. Same names as
+	// compression_default; RocksDB has no such option (its
+	// blob_compression_type is one codec for every blob file). Requires
+	// enable_blob_files. Empty means the level's codec for the tables too.
+	// The default value is empty (`strata serve`: "lz4", see
+	// config.ServeKeyCodec).
+	KeyCompression string `toml:"key_compression" yaml:"key_compression" json:"key_compression"`
+
 	// UseDirectReads reads table files with O_DIRECT, bypassing the OS page
 	// cache. The default value is false.
 	UseDirectReads bool `toml:"use_direct_reads" yaml:"use_direct_reads" json:"use_direct_reads"`

@@ -196,6 +196,8 @@ func init() {
 		{key: "enable_blob_files", section: sectionCF, rocksdb: "enable_blob_files", def: false, check: (*validator).blobFilesOnOnePath},
 		{key: "min_blob_size", section: sectionCF, rocksdb: "min_blob_size", limits: inRange(0, 1<<30), def: 0},
 		{key: "enable_blob_garbage_collection", section: sectionCF, rocksdb: "enable_blob_garbage_collection", def: false},
+		{key: "key_compression", section: sectionCF, def: "", check: (*validator).keyCodec,
+			comment: "RocksDB's tables and blob files have separate codecs, not a level's keys and values"},
 		{section: sectionCF, rocksdb: "compression", text: compressionText, sets: []string{"compression_default", "compression_levels"}},
 		{section: sectionCF, rocksdb: "bottommost_compression", text: bottommostCompressionText, sets: []string{"compression_bottommost", "compression_levels"}},
 		{section: sectionCF, rocksdb: "compression_per_level", text: perLevelText, sets: []string{"compression_default", "compression_bottommost", "compression_levels"}},

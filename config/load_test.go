@@ -61,6 +61,7 @@ func allChanged() *Config {
 		EnableBlobFiles:                  true,
 		MinBlobSize:                      2048,
 		EnableBlobGarbageCollection:      true,
+		KeyCompression:                   "snappy",
 		UseDirectReads:                   true,
 		UseDirectIOForFlushAndCompaction: true,
 		DirectIOFallback:                 true,

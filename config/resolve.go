@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/stratadb/strata/compression"
 )
 
@@ -23,6 +24,11 @@ type Resolved struct {
 	// set, else compression_default on L0-L5 and compression_bottommost on
 	// L6; zstd_level in place of a plain "zstd"'s level.
 	Codecs [NumLevels]compression.Codec
+	// KeyCodec is key_compression's codec (with zstd_level applied), and
+	// HasKeyCodec whether it is set: then every level's tables keep their
+	// keys in KeyCodec and Codecs compress the blob files' values.
+	KeyCodec    compression.Codec
+	HasKeyCodec bool
 	// Notes lists the settings accepted without (or with a changed) effect.
 	Notes []Note
 	// Cache is the split of Pebble's cache between blocks and memtables.
@@ -57,7 +63,8 @@ func (r *Resolved) codecsOK() bool {
 }
 
 // DescribeCodecs returns the codec of every level, runs of one codec
-// merged: "L0-L5 lz4 (stored as minlz), L6 zstd".
+// merged, and key_compression's if set: "L0-L5 lz4 (stored as minlz), L6
+// zstd; keys lz4 (stored as minlz)".
 func (r *Resolved) DescribeCodecs() string {
 	var parts []string
 	for start := 0; start < NumLevels; {
@@ -71,6 +78,9 @@ func (r *Resolved) DescribeCodecs() string {
 		}
 		parts = append(parts, levels+" "+r.Codecs[start].Describe())
 		start = end + 1
+	}
+	if r.HasKeyCodec {
+		return strings.Join(parts, ", ") + "; keys " + r.KeyCodec.Describe()
 	}
 	return strings.Join(parts, ", ")
 }
@@ -130,6 +140,11 @@ func (c *Config) resolve() *Resolved {
 			r.Codecs = codecs
 		}
 	}
+	if c.KeyCompression != "" {
+		if codec, err := c.codec(c.KeyCompression); err == nil {
+			r.KeyCodec, r.HasKeyCodec = codec, true
+		}
+	}
 	budget := int64(max(2, c.MaxWriteBufferNumber)+1) * (c.MemtableSizeMB << 20)
 	r.Cache = CacheSplit{
 		BlockShareBytes:     c.BlockCacheSizeMB << 20,
@@ -138,6 +153,18 @@ func (c *Config) resolve() *Resolved {
 	}
 	r.Notes = c.notes(r)
 	return r
+}
+
+// Profile returns the Pebble compression profile of level: the level's
+// codec, or with key_compression set the level's codec for values and
+// KeyCodec for the tables' keys (compression.Codec.PebbleProfileSplit).
+// The engine opens Pebble with it, and its full compaction rewrites a
+// table whose stored profile name is not this one's.
+func (r *Resolved) Profile(level int) *sstable.CompressionProfile {
+	if r.HasKeyCodec {
+		return r.Codecs[level].PebbleProfileSplit(r.KeyCodec)
+	}
+	return r.Codecs[level].PebbleProfile()
 }
 
 // codec parses a codec name and applies zstd_level to a plain "zstd".

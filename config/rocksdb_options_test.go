@@ -119,7 +119,7 @@ func TestRocksDBOptionsInvalidCodec(t *testing.T) {
 	c := Default()
 	c.CompressionDefault = "lz5"
 	s := c.RocksDBOptions()
-	if len(grep(s, `invalid codec "lz5"`)) != 1 || len(grep(s, "compression=")) != 0 {
+	if len(grep(s, `invalid codec "lz5"`)) != 1 || len(grep(s, "  compression=")) != 0 {
 		t.Errorf("an invalid codec should be a comment and leave out the compression keys:\n%s", s)
 	}
 }

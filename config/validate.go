@@ -131,6 +131,20 @@ func (v *validator) codecs(c *Config, r *Resolved) {
 	}
 }
 
+// keyCodec requires key_compression to be empty, or a codec with blob
+// files on: without them a table's data blocks hold the values, which the
+// level's codec compresses.
+func (v *validator) keyCodec(c *Config, f *field) {
+	if c.KeyCompression == "" {
+		return
+	}
+	_, err := compression.ParseCodec(c.KeyCompression)
+	v.codecName(f.key, c.KeyCompression, err)
+	if err == nil && !c.EnableBlobFiles {
+		v.add(f.key, c.KeyCompression, "requires enable_blob_files = true: without blob files the tables hold the values, and the level's codec compresses them; set key_compression = \"\" or enable_blob_files = true")
+	}
+}
+
 // syncNeedsWAL rejects sync without a WAL to sync.
 func (v *validator) syncNeedsWAL(c *Config, f *field) {
 	if c.Sync && !c.EnableWAL {

@@ -311,7 +311,7 @@ func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, e
 	}
 	var out []mismatchedTable
 	for level, tables := range levels {
-		codec := db.res.Codecs[level].PebbleProfile().Name
+		codec := db.res.Profile(level).Name
 		for _, t := range tables {
 			if t.Properties == nil || uint64(t.BackingSSTNum) > cutoff {
 				continue

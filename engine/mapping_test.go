@@ -140,6 +140,8 @@ func TestConfigToPebbleMapping(t *testing.T) {
 			observe: dbState(func(db *DB) any { return db.popts.Experimental.ValueSeparationPolicy().MinimumSize })},
 		{field: "EnableBlobGarbageCollection", base: func(c *config.Config) { c.EnableBlobFiles = true }, change: func(c *config.Config) { c.EnableBlobGarbageCollection = true },
 			observe: dbState(func(db *DB) any { return db.popts.Experimental.ValueSeparationPolicy().TargetGarbageRatio })},
+		{field: "KeyCompression", base: func(c *config.Config) { c.EnableBlobFiles = true }, change: func(c *config.Config) { c.KeyCompression = "snappy" },
+			observe: dbState(func(db *DB) any { return db.popts.Levels[6].Compression().Name })},
 		{field: "UseDirectReads", change: func(c *config.Config) { c.UseDirectReads, c.DirectIOFallback = true, true },
 			observe: dbState(func(db *DB) any { return db.directIOMetrics().Reads })},
 		{field: "UseDirectIOForFlushAndCompaction", change: func(c *config.Config) { c.UseDirectIOForFlushAndCompaction, c.DirectIOFallback = true, true },

@@ -223,7 +223,7 @@ func (db *DB) metrics() (*Metrics, error) {
 			Score:        lm.Score,
 			Sublevels:    lm.Sublevels,
 			Codec:        db.res.Codecs[l].String(),
-			StoredCodec:  db.res.Codecs[l].PebbleProfile().Name,
+			StoredCodec:  db.res.Profile(l).Name,
 			TableCodecs:  map[string]int{},
 			BytesIn:      lm.TableBytesIn,
 			BytesWritten: lm.TableBytesFlushed + lm.TableBytesCompacted + lm.TableBytesIngested + lm.BlobBytesFlushed + lm.BlobBytesCompacted,

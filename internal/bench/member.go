@@ -107,7 +107,8 @@ type MemberSample struct {
 	// applied index reaching the leader's (Status RaftAppliedIndex).
 	AppliedSeconds float64 `json:"applied_seconds"`
 	// ReceivedSeconds is the time from the start until the new member
-	// logged that it had received a whole snapshot (seen within 50 ms);
+	// logged that it had received a whole snapshot (seen within 50 ms, or
+	// its serving time if it served before the next look at its log);
 	// 0 if it received none. What follows, until it serves, is the
 	// restore and the log's tail.
 	ReceivedSeconds float64 `json:"received_seconds"`
@@ -343,6 +344,11 @@ func awaitCatchUp(ctx context.Context, leader, nm *Server, rev int64, timeout ti
 	for {
 		select {
 		case <-done:
+			if cu.received == 0 && logged.appended(snapshotReceived[nm.Kind]) {
+				// Logged since the last look: by the time it served at
+				// the latest, since it served the snapshot's data.
+				cu.received = min(cu.serve, time.Since(nm.Started))
+			}
 			if err := errors.Join(errs...); err != nil {
 				return cu, fmt.Errorf("%w: new member %s (served after %.1f s, applied after %.1f s; 0: not yet) within %s: %w; its log:\n%s",
 					ErrMember, nm.Member, cu.serve.Seconds(), cu.applied.Seconds(), timeout, err, nm.LogTail())

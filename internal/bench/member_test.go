@@ -81,7 +81,9 @@ func TestBenchMember(t *testing.T) {
 		}
 		// The snapshot is logged received before the member serves, give or
 		// take the 50 ms between two reads of its log.
-		if in, serves := row["snapshot_in_after_s"].(float64), row["serves_after_s"].(float64); in > serves+0.1 {
+		in, _ := row["snapshot_in_after_s"].(float64)
+		serves, _ := row["serves_after_s"].(float64)
+		if in > serves+0.1 {
 			t.Errorf("%v: snapshot received after %.2f s, but the member served after %.2f s", row["server"], in, serves)
 		}
 		if v, _ := cost[i]["new_member_cpu_s"].(float64); v <= 0 {

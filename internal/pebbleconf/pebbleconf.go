@@ -61,7 +61,7 @@ func Options(r *config.Resolved) *pebble.Options {
 		if cfg.BloomBitsPerKey > 0 {
 			l.FilterPolicy = bloom.FilterPolicy(cfg.BloomBitsPerKey)
 		}
-		profile := r.Codecs[i].PebbleProfile()
+		profile := r.Profile(i)
 		l.Compression = func() *sstable.CompressionProfile { return profile }
 	}
 	if cfg.EnableBlobFiles {

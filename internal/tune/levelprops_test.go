@@ -65,7 +65,7 @@ func checkLevelProperties(t *testing.T, name string, cfg *config.Config) {
 	}
 	l6 := 0
 	for level, tables := range levels {
-		codec := r.Codecs[level].PebbleProfile().Name
+		codec := r.Profile(level).Name
 		block := cfg.LevelBlockSize(level)
 		for _, tab := range tables {
 			p := tab.Properties

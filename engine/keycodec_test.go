@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/blob"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/internal/pebbleconf"
+)
+
+// TestKeyCompressionSplitsTheLevels writes values into blob files with
+// zstd on every level and key_compression = "lz4", compacts everything
+// into L6, and reads the files back with stock Pebble: every data block of
+// the L6 tables is MinLZ, and the blob files' value blocks (written at the
+// flush, which a compaction does not rewrite) are zstd. Without
+// key_compression the same tables' data blocks are zstd.
+func TestKeyCompressionSplitsTheLevels(t *testing.T) {
+	for _, tc := range []struct {
+		keys string
+		want block.CompressionIndicator
+	}{{"lz4", block.MinLZCompressionIndicator}, {"", block.ZstdCompressionIndicator}} {
+		cfg := testConfig(t)
+		cfg.EnableBlobFiles = true
+		cfg.MinBlobSize = 512
+		cfg.CompressionDefault = "zstd"
+		cfg.KeyCompression = tc.keys
+		db := mustOpen(t, cfg)
+		for i := range 3000 {
+			// Keys and small values repeat enough for either codec to
+			// keep the blocks compressed.
+			if err := db.Put(key(i), doc(i, 2000)); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Put(append(key(i), 's'), doc(i, 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.CompactAll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		r, err := cfg.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := pebbleconf.Options(r)
+		opts.ReadOnly = true
+		pdb, err := pebble.Open(cfg.DBPath, opts)
+		opts.Cache.Unref()
+		if err != nil {
+			t.Fatal(err)
+		}
+		levels, err := pdb.SSTables()
+		if cerr := pdb.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(levels[6]) == 0 {
+			t.Fatalf("key_compression %q: no table in L6 after CompactAll", tc.keys)
+		}
+		for _, tab := range levels[6] {
+			path := filepath.Join(cfg.DBPath, tab.BackingSSTNum.String()+".sst")
+			for i, got := range tableDataCodecs(t, path) {
+				if got != tc.want {
+					t.Fatalf("key_compression %q: L6 table %s data block %d is %s, want %s", tc.keys, path, i, got, tc.want)
+				}
+			}
+		}
+		blobs, err := filepath.Glob(filepath.Join(cfg.DBPath, "*.blob"))
+		if err != nil || len(blobs) == 0 {
+			t.Fatalf("key_compression %q: no blob file (%v)", tc.keys, err)
+		}
+		for _, path := range blobs {
+			if got := blobFirstBlockCodec(t, path); got != block.ZstdCompressionIndicator {
+				t.Errorf("key_compression %q: blob file %s holds %s values, want the levels' zstd", tc.keys, path, got)
+			}
+		}
+	}
+}
+
+// tableDataCodecs returns the codec of each data block of the table at
+// path, from the block trailers that stock Pebble's layout locates.
+func tableDataCodecs(t *testing.T, path string) []block.CompressionIndicator {
+	t.Helper()
+	f, err := vfs.Default.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readable, err := sstable.NewSimpleReadable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	layout, err := r.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []block.CompressionIndicator
+	for _, h := range layout.Data {
+		out = append(out, block.CompressionIndicator(raw[h.Offset+h.Length]))
+	}
+	return out
+}
+
+// blobFirstBlockCodec returns the codec of the first value block of the
+// blob file at path, located by stock Pebble's layout of the file.
+func blobFirstBlockCodec(t *testing.T, path string) block.CompressionIndicator {
+	t.Helper()
+	f, err := vfs.Default.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readable, err := sstable.NewSimpleReadable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := blob.NewFileReader(context.Background(), readable, blob.FileReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	layout, err := r.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`block 0: offset=(\d+) length=(\d+)`).FindStringSubmatch(layout)
+	if m == nil {
+		t.Fatalf("blob file %s: no first block in its layout:\n%s", path, layout)
+	}
+	off, _ := strconv.Atoi(m[1])
+	n, _ := strconv.Atoi(m[2])
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return block.CompressionIndicator(raw[off+n])
+}
