@@ -167,6 +167,16 @@ func (r *Resolved) Profile(level int) *sstable.CompressionProfile {
 	return r.Codecs[level].PebbleProfile()
 }
 
+// InlineProfile returns the profile of a table that holds its values in
+// its own data blocks although the level's values go to blob files: the
+// tables the engine writes itself, to restore a snapshot or rewrite a
+// level's codec, which Pebble's table writer fills without blob files.
+// Their data blocks are values, so they take the level's codec on every
+// block, not key_compression.
+func (r *Resolved) InlineProfile(level int) *sstable.CompressionProfile {
+	return r.Codecs[level].PebbleProfile()
+}
+
 // codec parses a codec name and applies zstd_level to a plain "zstd".
 func (c *Config) codec(name string) (compression.Codec, error) {
 	codec, err := compression.ParseCodec(name)

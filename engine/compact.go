@@ -311,12 +311,12 @@ func (db *DB) mismatched(start, end []byte, cutoff uint64) ([]mismatchedTable, e
 	}
 	var out []mismatchedTable
 	for level, tables := range levels {
-		codec := db.res.Profile(level).Name
+		codec, inline := db.res.Profile(level).Name, db.res.InlineProfile(level).Name
 		for _, t := range tables {
 			if t.Properties == nil || uint64(t.BackingSSTNum) > cutoff {
 				continue
 			}
-			why := levelMismatch(t.Properties, &db.popts.Levels[level], codec)
+			why := levelMismatch(t.Properties, &db.popts.Levels[level], codec, inline)
 			if why == "" {
 				continue
 			}

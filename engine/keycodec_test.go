@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -21,7 +23,9 @@ import (
 // into L6, and reads the files back with stock Pebble: every data block of
 // the L6 tables is MinLZ, and the blob files' value blocks (written at the
 // flush, which a compaction does not rewrite) are zstd. Without
-// key_compression the same tables' data blocks are zstd.
+// key_compression the same tables' data blocks are zstd. Tables that hold
+// their values (a snapshot restore's, through ReplaceSpan) are zstd either
+// way, and a full compaction does not take them for mismatched.
 func TestKeyCompressionSplitsTheLevels(t *testing.T) {
 	for _, tc := range []struct {
 		keys string
@@ -46,6 +50,33 @@ func TestKeyCompressionSplitsTheLevels(t *testing.T) {
 		if err := db.CompactAll(); err != nil {
 			t.Fatal(err)
 		}
+		// A snapshot restore's tables hold their values: the level's codec
+		// on every block, and a full compaction leaves them be.
+		err := db.ReplaceSpan([]byte("replaced/"), []byte("replaced0"), func(put func(k, v []byte) error) error {
+			for i := range 500 {
+				if err := put(append([]byte("replaced/"), key(i)...), doc(i, 2000)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restored := replacedTables(t, db)
+		if err := db.CompactAll(); err != nil {
+			t.Fatal(err)
+		}
+		if again := replacedTables(t, db); !slices.Equal(again, restored) || len(restored) == 0 {
+			t.Fatalf("key_compression %q: the restored tables %v became %v in a full compaction, want them kept", tc.keys, restored, again)
+		}
+		for _, num := range restored {
+			for i, got := range tableDataCodecs(t, filepath.Join(cfg.DBPath, num+".sst")) {
+				if got != block.ZstdCompressionIndicator {
+					t.Fatalf("key_compression %q: restored table %s data block %d is %s, want the level's zstd (it holds values)", tc.keys, num, i, got)
+				}
+			}
+		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -57,11 +88,12 @@ func TestKeyCompressionSplitsTheLevels(t *testing.T) {
 		opts := pebbleconf.Options(r)
 		opts.ReadOnly = true
 		pdb, err := pebble.Open(cfg.DBPath, opts)
+		var levels [][]pebble.SSTableInfo
 		opts.Cache.Unref()
 		if err != nil {
 			t.Fatal(err)
 		}
-		levels, err := pdb.SSTables()
+		levels, err = pdb.SSTables()
 		if cerr := pdb.Close(); err == nil {
 			err = cerr
 		}
@@ -72,6 +104,9 @@ func TestKeyCompressionSplitsTheLevels(t *testing.T) {
 			t.Fatalf("key_compression %q: no table in L6 after CompactAll", tc.keys)
 		}
 		for _, tab := range levels[6] {
+			if bytes.HasPrefix(tab.Smallest.UserKey, []byte("replaced/")) {
+				continue
+			}
 			path := filepath.Join(cfg.DBPath, tab.BackingSSTNum.String()+".sst")
 			for i, got := range tableDataCodecs(t, path) {
 				if got != tc.want {
@@ -89,6 +124,25 @@ func TestKeyCompressionSplitsTheLevels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// replacedTables returns the file numbers of db's tables that hold the
+// span the test replaces.
+func replacedTables(t *testing.T, db *DB) []string {
+	t.Helper()
+	levels, err := db.pdb.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tables := range levels {
+		for _, tab := range tables {
+			if bytes.HasPrefix(tab.Smallest.UserKey, []byte("replaced/")) {
+				out = append(out, tab.BackingSSTNum.String())
+			}
+		}
+	}
+	return out
 }
 
 // tableDataCodecs returns the codec of each data block of the table at

@@ -234,7 +234,7 @@ func (db *DB) metrics() (*Metrics, error) {
 				name = t.Properties.CompressionName
 			}
 			out.TableCodecs[name]++
-			if t.Properties != nil && levelMismatch(t.Properties, &db.popts.Levels[l], out.StoredCodec) != "" {
+			if t.Properties != nil && levelMismatch(t.Properties, &db.popts.Levels[l], out.StoredCodec, db.res.InlineProfile(l).Name) != "" {
 				out.Mismatched++
 			}
 		}

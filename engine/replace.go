@@ -241,7 +241,8 @@ func (sw *spanWriter) removeAll() {
 // newTempTable creates a table to be ingested into level, named to be
 // found and removed by Open should a crash leave it (see rewritePrefix),
 // in the directory the level's tables belong in (rewriteTablePath), with
-// the level's writer options.
+// the level's writer options and the codec of its values
+// (config.Resolved.InlineProfile).
 func (db *DB) newTempTable(level int) (string, *sstable.Writer, error) {
 	path := db.rewriteTablePath(level, fmt.Sprintf("%s%d.sst", rewritePrefix, db.rewrite.nextID()))
 	f, err := db.fs.Create(path, vfs.WriteCategoryUnspecified)
@@ -252,7 +253,11 @@ func (db *DB) newTempTable(level int) (string, *sstable.Writer, error) {
 	// (bytes_per_sync), so that the sync that closes it waits for its last
 	// stretch only, not for all of it.
 	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: db.popts.BytesPerSync})
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), db.popts.MakeWriterOptions(level, db.pdb.TableFormat()))
+	wo := db.popts.MakeWriterOptions(level, db.pdb.TableFormat())
+	// The table holds its values (no blob files here): the level's codec
+	// for values on every block, also under key_compression.
+	wo.Compression = db.res.InlineProfile(level)
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
 	return path, w, nil
 }
 

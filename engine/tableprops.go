@@ -37,9 +37,11 @@ const tableBlockSlack = 2
 
 // levelMismatch returns "" when the table of props could have been written
 // with lo's options, else what differs ("data blocks of ~4.1 KB, the
-// level's are 32 KB"). codec is the name of the level's compression profile.
-func levelMismatch(props *sstable.Properties, lo *pebble.LevelOptions, codec string) string {
-	if props.CompressionName != codec {
+// level's are 32 KB"). codec is the name of the level's compression
+// profile; inline, that of a table of the level holding its own values
+// (config.Resolved.InlineProfile), also accepted.
+func levelMismatch(props *sstable.Properties, lo *pebble.LevelOptions, codec, inline string) string {
+	if props.CompressionName != codec && props.CompressionName != inline {
 		return fmt.Sprintf("codec %s, the level's is %s", props.CompressionName, codec)
 	}
 	if why := blocksMismatch("data blocks", props.RawKeySize+props.RawValueSize, props.NumDataBlocks, lo.BlockSize); why != "" {

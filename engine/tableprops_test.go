@@ -52,21 +52,30 @@ func TestLevelMismatch(t *testing.T) {
 		{"5 bits in a 10-bit level", table("ZSTD", 4096, 5), level(4096, 10), "a filter of 5.1 bits per key, the level's has 10"},
 		{"a filter where the level has none", table("ZSTD", 4096, 10), level(4096, 0), `filter "rocksdb.BuiltinBloomFilter", the level's is ""`},
 	} {
-		got := levelMismatch(tc.props, tc.level, "ZSTD")
+		got := levelMismatch(tc.props, tc.level, "ZSTD", "ZSTD")
 		if got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// Under key_compression a level's tables carry the split profile, and
+	// those the engine writes with their values inline the level's codec:
+	// both hold, another does not.
+	split := level(32768, 10)
+	for codec, want := range map[string]string{"ZSTD values, MinLZ keys": "", "ZSTD": "", "MinLZ": "codec MinLZ, the level's is ZSTD values, MinLZ keys"} {
+		if got := levelMismatch(table(codec, 32768, 10), split, "ZSTD values, MinLZ keys", "ZSTD"); got != want {
+			t.Errorf("a %s table in a level of split codecs: %q, want %q", codec, got, want)
 		}
 	}
 	// A one-block table fits every target it does not exceed.
 	small := table("ZSTD", 4096, 10)
 	small.RawKeySize, small.RawValueSize, small.NumDataBlocks = 100, 3000, 1
-	if got := levelMismatch(small, level(32768, 10), "ZSTD"); got != "" {
+	if got := levelMismatch(small, level(32768, 10), "ZSTD", "ZSTD"); got != "" {
 		t.Errorf("a 3 KB one-block table in a 32 KB level: %q, want it to hold", got)
 	}
 	// Index partitions of 4 KB where the level's index blocks are 32 KB.
 	parts := table("ZSTD", 32768, 10)
 	parts.IndexPartitions, parts.IndexSize, parts.TopLevelIndexSize = 8, 8*4096+200, 200
-	if got := levelMismatch(parts, level(32768, 10), "ZSTD"); !strings.HasPrefix(got, "index blocks of ~") {
+	if got := levelMismatch(parts, level(32768, 10), "ZSTD", "ZSTD"); !strings.HasPrefix(got, "index blocks of ~") {
 		t.Errorf("4 KB index partitions in a 32 KB level: %q, want an index block mismatch", got)
 	}
 }
