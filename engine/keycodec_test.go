@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/sstable/blob"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
@@ -149,15 +150,7 @@ func replacedTables(t *testing.T, db *DB) []string {
 // path, from the block trailers that stock Pebble's layout locates.
 func tableDataCodecs(t *testing.T, path string) []block.CompressionIndicator {
 	t.Helper()
-	f, err := vfs.Default.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readable, err := sstable.NewSimpleReadable(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sstable.NewReader(context.Background(), readable, sstable.ReaderOptions{})
+	r, err := sstable.NewReader(context.Background(), openReadable(t, path), sstable.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,13 +159,9 @@ func tableDataCodecs(t *testing.T, path string) []block.CompressionIndicator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []block.CompressionIndicator
 	for _, h := range layout.Data {
-		out = append(out, block.CompressionIndicator(raw[h.Offset+h.Length]))
+		out = append(out, trailerCodec(t, path, h.Offset+h.Length))
 	}
 	return out
 }
@@ -181,15 +170,7 @@ func tableDataCodecs(t *testing.T, path string) []block.CompressionIndicator {
 // blob file at path, located by stock Pebble's layout of the file.
 func blobFirstBlockCodec(t *testing.T, path string) block.CompressionIndicator {
 	t.Helper()
-	f, err := vfs.Default.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readable, err := sstable.NewSimpleReadable(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := blob.NewFileReader(context.Background(), readable, blob.FileReaderOptions{})
+	r, err := blob.NewFileReader(context.Background(), openReadable(t, path), blob.FileReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +183,32 @@ func blobFirstBlockCodec(t *testing.T, path string) block.CompressionIndicator {
 	if m == nil {
 		t.Fatalf("blob file %s: no first block in its layout:\n%s", path, layout)
 	}
-	off, _ := strconv.Atoi(m[1])
-	n, _ := strconv.Atoi(m[2])
+	off, _ := strconv.ParseUint(m[1], 10, 64)
+	n, _ := strconv.ParseUint(m[2], 10, 64)
+	return trailerCodec(t, path, off+n)
+}
+
+// openReadable opens the file at path for Pebble's readers, which close it.
+func openReadable(t *testing.T, path string) objstorage.Readable {
+	t.Helper()
+	f, err := vfs.Default.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readable, err := sstable.NewSimpleReadable(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readable
+}
+
+// trailerCodec returns the codec named by the trailer at offset of the file
+// at path: the first byte after a block.
+func trailerCodec(t *testing.T, path string, offset uint64) block.CompressionIndicator {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return block.CompressionIndicator(raw[off+n])
+	return block.CompressionIndicator(raw[offset])
 }
