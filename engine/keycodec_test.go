@@ -159,11 +159,11 @@ func tableDataCodecs(t *testing.T, path string) []block.CompressionIndicator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []block.CompressionIndicator
-	for _, h := range layout.Data {
-		out = append(out, trailerCodec(t, path, h.Offset+h.Length))
+	ends := make([]uint64, len(layout.Data))
+	for i, h := range layout.Data {
+		ends[i] = h.Offset + h.Length
 	}
-	return out
+	return trailerCodecs(t, path, ends...)
 }
 
 // blobFirstBlockCodec returns the codec of the first value block of the
@@ -185,7 +185,7 @@ func blobFirstBlockCodec(t *testing.T, path string) block.CompressionIndicator {
 	}
 	off, _ := strconv.ParseUint(m[1], 10, 64)
 	n, _ := strconv.ParseUint(m[2], 10, 64)
-	return trailerCodec(t, path, off+n)
+	return trailerCodecs(t, path, off+n)[0]
 }
 
 // openReadable opens the file at path for Pebble's readers, which close it.
@@ -202,13 +202,18 @@ func openReadable(t *testing.T, path string) objstorage.Readable {
 	return readable
 }
 
-// trailerCodec returns the codec named by the trailer at offset of the file
-// at path: the first byte after a block.
-func trailerCodec(t *testing.T, path string, offset uint64) block.CompressionIndicator {
+// trailerCodecs returns the codecs named by the block trailers at offsets
+// of the file at path (a trailer's first byte follows its block), reading
+// the file once.
+func trailerCodecs(t *testing.T, path string, offsets ...uint64) []block.CompressionIndicator {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return block.CompressionIndicator(raw[offset])
+	out := make([]block.CompressionIndicator, len(offsets))
+	for i, off := range offsets {
+		out[i] = block.CompressionIndicator(raw[off])
+	}
+	return out
 }

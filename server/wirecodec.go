@@ -51,9 +51,11 @@ func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 		c.pool.Put(buf)
 		return nil, err
 	}
-	if len(out) != size || &out[0] != &(*buf)[0] {
+	if len(out) != size {
 		// The message changed between Size and Marshal (a bug of the
-		// caller's): fail the call rather than send a wrong encoding.
+		// caller's): fail the call rather than send a wrong encoding. At
+		// exactly size bytes the append stayed in buf, whose capacity is
+		// at least size.
 		c.pool.Put(buf)
 		return nil, fmt.Errorf("server: encoding %T: %d bytes where its size was %d", v, len(out), size)
 	}
