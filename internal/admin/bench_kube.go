@@ -70,6 +70,7 @@ func (o *podFlags) load() bench.KubeLoad {
 // AddFlags registers kube's flags.
 func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd37"})
+	o.common.floorOK = true
 	fs.IntVar(&o.passes, "passes", 1, "passes over the servers, the first server alternating")
 	o.pods.AddFlags(fs, 80_000, 80_000)
 	fs.IntVar(&o.eventEvery, "event-every", 10, "an event on a lease every N writes (0: none)")

@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -76,13 +79,9 @@ func TestFloorQPS(t *testing.T) {
 	t.Logf("\n%s", out.String())
 }
 
-// TestFloorAnswers checks the floor's answers as etcd gives them: v3
-// revisions, versions and previous values, v2 bodies, statuses and
-// headers from the same keys, and Unimplemented for what it does not
-// serve.
-func TestFloorAnswers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// startFloor starts the floor program and a client on it.
+func startFloor(t *testing.T, ctx context.Context) (*bench.Server, *clientv3.Client) {
+	t.Helper()
 	s, err := bench.StartServer(ctx, bench.KindFloor, floorPrograms(t), t.TempDir(), bench.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +95,18 @@ func TestFloorAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// TestFloorAnswers checks the floor's answers as etcd gives them: v3
+// revisions, versions and previous values, v2 bodies, statuses and
+// headers from the same keys, and Unimplemented for what it does not
+// serve.
+func TestFloorAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, c := startFloor(t, ctx)
 
 	p1, err := c.Put(ctx, "k", "one")
 	if err != nil {
@@ -123,11 +133,11 @@ func TestFloorAnswers(t *testing.T) {
 	if g, err := c.Get(ctx, "absent"); err != nil || len(g.Kvs) != 0 || g.Count != 0 || g.Header.Revision != r1+1 {
 		t.Errorf("get of an absent key: %v, %v", g, err)
 	}
-	if _, err := c.Txn(ctx).Then(clientv3.OpPut("k", "three")).Commit(); status.Code(err) != codes.Unimplemented {
-		t.Errorf("txn: %v, want Unimplemented", err)
+	if _, err := c.Delete(ctx, "k"); status.Code(err) != codes.Unimplemented {
+		t.Errorf("delete: %v, want Unimplemented", err)
 	}
-	if _, err := c.Get(ctx, "a", clientv3.WithPrefix()); status.Code(err) != codes.Unimplemented {
-		t.Errorf("prefix get: %v, want Unimplemented", err)
+	if _, err := c.Get(ctx, "a", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)); status.Code(err) != codes.Unimplemented {
+		t.Errorf("sorted prefix get: %v, want Unimplemented", err)
 	}
 
 	// v2: a create (201), a set over it (200, prevNode), a GET; v2 key
@@ -179,5 +189,165 @@ func TestFloorAnswers(t *testing.T) {
 	}
 	if g, err := c.Get(ctx, "/x"); err != nil || len(g.Kvs) != 1 || string(g.Kvs[0].Value) != "b" {
 		t.Errorf("v3 get of v2's /x: %v, %v", g, err)
+	}
+}
+
+// TestFloorKubeAnswers checks, through clientv3, the answers the floor
+// gives to what Kubernetes' apiserver sends, as etcd gives them: create
+// and update txns and their conflicts, leases, ranges with limit and
+// count, compaction, and a prefix watch with previous values and progress
+// requests.
+func TestFloorKubeAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, c := startFloor(t, ctx)
+
+	start, err := c.Get(ctx, "/p/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	wch := c.Watch(wctx, "/p/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(start.Header.Revision+1))
+
+	create := func(key, val string) *clientv3.TxnResponse {
+		t.Helper()
+		r, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, val)).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, k := range []string{"/p/c", "/p/a", "/p/e", "/p/b", "/p/d"} {
+		if r := create(k, "v1"); !r.Succeeded {
+			t.Fatalf("create %s failed", k)
+		}
+	}
+	again := create("/p/a", "v2")
+	if kvs := again.Responses[0].GetResponseRange().Kvs; again.Succeeded || len(kvs) != 1 || string(kvs[0].Value) != "v1" {
+		t.Fatalf("second create of /p/a: succeeded %v, else branch %v", again.Succeeded, kvs)
+	}
+	created := kvOf(t, c, ctx, "/p/a").ModRevision
+	update := func(rev int64) *clientv3.TxnResponse {
+		t.Helper()
+		r, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision("/p/a"), "=", rev)).
+			Then(clientv3.OpPut("/p/a", "v2")).Else(clientv3.OpGet("/p/a")).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	up := update(created)
+	if want := start.Header.Revision + 6; !up.Succeeded || up.Header.Revision != want {
+		t.Fatalf("update at mod_revision %d: succeeded %v at revision %d, want %d", created, up.Succeeded, up.Header.Revision, want)
+	}
+	if stale := update(created); stale.Succeeded {
+		t.Fatal("an update on a stale mod_revision succeeded")
+	}
+	if kv := kvOf(t, c, ctx, "/p/a"); kv.Version != 2 || kv.CreateRevision != created || string(kv.Value) != "v2" {
+		t.Errorf("/p/a after its update: %v", kv)
+	}
+
+	lease, err := c.Grant(ctx, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "/e/1", "event", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if kv := kvOf(t, c, ctx, "/e/1"); kv.Lease != int64(lease.ID) {
+		t.Errorf("event's lease %x, want %x", kv.Lease, lease.ID)
+	}
+	if _, err := c.Put(ctx, "/e/2", "event", clientv3.WithLease(lease.ID+1)); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("put on a lease never granted: %v, want %v", err, rpctypes.ErrLeaseNotFound)
+	}
+
+	page, err := c.Get(ctx, "/p/", clientv3.WithPrefix(), clientv3.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Count != 5 || !page.More || len(page.Kvs) != 2 || string(page.Kvs[0].Key) != "/p/a" || string(page.Kvs[1].Key) != "/p/b" {
+		t.Errorf("first page of 2: count %d, more %v, kvs %v", page.Count, page.More, page.Kvs)
+	}
+	rest, err := c.Get(ctx, "/p/b\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd("/p/")), clientv3.WithRev(page.Header.Revision))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.Count != 3 || rest.More || len(rest.Kvs) != 3 || string(rest.Kvs[2].Key) != "/p/e" {
+		t.Errorf("rest of the list: count %d, more %v, kvs %v", rest.Count, rest.More, rest.Kvs)
+	}
+
+	at := up.Header.Revision
+	if _, err := c.Compact(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "/p/", clientv3.WithPrefix(), clientv3.WithRev(at), clientv3.WithCountOnly()); err != nil {
+		t.Errorf("read at the compacted revision: %v", err)
+	}
+	if _, err := c.Get(ctx, "/p/", clientv3.WithPrefix(), clientv3.WithRev(at-1)); !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Errorf("read below the compacted revision: %v, want %v", err, rpctypes.ErrCompacted)
+	}
+
+	// The watch: five creates and the update, in order, the update with
+	// its previous value; then a progress notification at the revision
+	// of the last write.
+	last, err := c.Get(ctx, "/p/a", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*clientv3.Event
+	for len(events) < 6 {
+		resp, ok := <-wch
+		if !ok || resp.Err() != nil || resp.IsProgressNotify() {
+			t.Fatalf("watch after %d events: open %v, err %v, progress %v", len(events), ok, resp.Err(), resp.IsProgressNotify())
+		}
+		events = append(events, resp.Events...)
+	}
+	for i, ev := range events {
+		if ev.Kv.ModRevision != start.Header.Revision+1+int64(i) || (i < 5) != ev.IsCreate() {
+			t.Errorf("event %d: %s at %d, create %v", i, ev.Kv.Key, ev.Kv.ModRevision, ev.IsCreate())
+		}
+	}
+	if prev := events[5].PrevKv; prev == nil || string(prev.Value) != "v1" || prev.ModRevision != created {
+		t.Errorf("the update's previous value: %v", prev)
+	}
+	if err := c.RequestProgress(wctx); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-wch
+	if !resp.IsProgressNotify() || resp.Header.Revision != last.Header.Revision {
+		t.Errorf("after a progress request: %+v, want a notification at %d", resp, last.Header.Revision)
+	}
+
+	old := c.Watch(ctx, "/p/", clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+	if resp := <-old; resp.Err() == nil || !strings.Contains(resp.Err().Error(), "no history") {
+		t.Errorf("a watch from a past revision: %v, want a refusal naming the history", resp.Err())
+	}
+}
+
+func kvOf(t *testing.T, c *clientv3.Client, ctx context.Context, key string) *mvccpb.KeyValue {
+	t.Helper()
+	r, err := c.Get(ctx, key)
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("get %s: %v, %v", key, r, err)
+	}
+	return r.Kvs[0]
+}
+
+// TestFloorKube runs Kubernetes' traffic against the floor: KubeLoad.Run
+// checks every acknowledged write reads back, arrives once and in order
+// on the watch with its previous value, and is listed.
+func TestFloorKube(t *testing.T) {
+	res, err := bench.RunKube(context.Background(), bench.KubeOptions{
+		Programs: floorPrograms(t), Servers: []bench.Kind{bench.KindFloor}, Passes: 1, Dir: t.TempDir(),
+		Load: bench.KubeLoad{Pods: 500, Updates: 500, Clients: 8, Conns: 2, EventEvery: 10,
+			CompactEvery: 50 * time.Millisecond, Seed: 3, Timeout: 2 * time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Samples[0]; s.Events != 1000 || s.ListKeys != 500 || s.CPUSeconds <= 0 {
+		t.Errorf("floor: %d events, %d listed, %.2f CPU s", s.Events, s.ListKeys, s.CPUSeconds)
 	}
 }

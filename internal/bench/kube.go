@@ -912,6 +912,10 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 	if smp.RSSBytes, _, err = s.RSS(); err != nil {
 		return smp, err
 	}
+	if k == KindFloor {
+		// The transport floor keeps nothing to snapshot or restart on.
+		return smp, nil
+	}
 	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods)
 	return smp, err
 }

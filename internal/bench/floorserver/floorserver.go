@@ -1,12 +1,21 @@
-// Package floorserver is the transport floor of `strata bench qps`: a
-// measurement baseline, not a server anyone could run. It answers etcd's
-// v3 KV Range and Put (grpc-go, etcd's api/v3 stubs) and the v2 keys
-// API's GET and PUT (net/http, JSON) for single keys, from a map under one
-// mutex, with no persistence, no raft, no revision history, no
-// watches, leases or auth. What it costs per request is what the
-// transport alone costs (HTTP/2, gRPC and protobuf; or HTTP/1.1 and JSON)
-// beside a lookup in a map: a part of every figure of Strata and of etcd
-// that no storage engine can remove.
+// Package floorserver is the transport floor of `strata bench qps` and
+// `strata bench kube`: a measurement baseline, not a server anyone could
+// run. It answers etcd's v3 KV, Watch and Lease calls (grpc-go, etcd's
+// api/v3 stubs) and the v2 keys API's GET and PUT (net/http, JSON) from
+// memory, under one mutex: the latest version of each key in a map, their
+// order in a B-tree for ranges, and the watchers. It has no persistence,
+// no raft, no revision history (a range at a past revision is answered
+// with the latest values), no lease expiry and no auth. What it costs per
+// request is what the transport alone costs (HTTP/2, gRPC and protobuf;
+// or HTTP/1.1 and JSON) beside a lookup in memory: a part of every figure
+// of Strata and of etcd that no storage engine can remove.
+//
+// For Kubernetes' traffic it serves what the apiserver sends: txns with
+// compares and puts or gets, ranges with limit, count and revision,
+// leases granted, compaction (reads below the compacted revision are
+// refused as etcd refuses them), and watches from the next revision with
+// previous values and progress requests, one response per revision per
+// watcher as etcd sends them. Anything else answers Unimplemented.
 //
 // Its transport is configured as `strata serve` configures its own
 // (server/listen.go), so that the floor is the same transport with the
@@ -40,6 +49,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/btree"
 	"github.com/soheilhy/cmux"
 	"github.com/stratadb/strata/config"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -74,16 +84,25 @@ const (
 	raftTerm  = 2
 )
 
-// store is the floor's whole state: the latest version of each key and
-// the revision, under one mutex. A stored KeyValue is never changed
+// store is the floor's whole state under one mutex: the latest version
+// of each key, the keys in order, the revision, the compacted revision,
+// the leases granted and the watchers. A stored KeyValue is never changed
 // after it is stored (a put stores a new one), so answers share it.
 type store struct {
-	mu  sync.Mutex
-	rev int64
-	kvs map[string]*mvccpb.KeyValue
+	mu        sync.Mutex
+	rev       int64
+	compacted int64
+	kvs       map[string]*mvccpb.KeyValue
+	keys      *btree.BTreeG[string]
+	leases    map[int64]bool
+	nextLease int64
+	watchers  map[*watcher]bool
 }
 
-func newStore() *store { return &store{rev: 1, kvs: map[string]*mvccpb.KeyValue{}} }
+func newStore() *store {
+	return &store{rev: 1, kvs: map[string]*mvccpb.KeyValue{}, keys: btree.NewG(32, func(a, b string) bool { return a < b }),
+		leases: map[int64]bool{}, watchers: map[*watcher]bool{}}
+}
 
 // get returns key's KeyValue (nil if absent) and the revision.
 func (s *store) get(key string) (*mvccpb.KeyValue, int64) {
@@ -92,19 +111,30 @@ func (s *store) get(key string) (*mvccpb.KeyValue, int64) {
 	return s.kvs[key], s.rev
 }
 
-// put stores value under key at the next revision and returns the new
-// KeyValue, the previous one (nil if none) and the new revision.
+// put stores value under key at the next revision, tells the watchers,
+// and returns the new KeyValue, the previous one (nil if none) and the
+// new revision.
 func (s *store) put(key string, value []byte) (kv, prev *mvccpb.KeyValue, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rev++
-	prev = s.kvs[key]
-	kv = &mvccpb.KeyValue{Key: []byte(key), Value: value, CreateRevision: s.rev, ModRevision: s.rev, Version: 1}
+	ev := s.putLocked(key, value, 0)
+	s.notifyLocked([]*mvccpb.Event{ev})
+	return ev.Kv, ev.PrevKv, s.rev
+}
+
+// putLocked stores value under key at the current revision, which the
+// caller has advanced, and returns the event.
+func (s *store) putLocked(key string, value []byte, lease int64) *mvccpb.Event {
+	prev := s.kvs[key]
+	kv := &mvccpb.KeyValue{Key: []byte(key), Value: value, CreateRevision: s.rev, ModRevision: s.rev, Version: 1, Lease: lease}
 	if prev != nil {
 		kv.CreateRevision, kv.Version = prev.CreateRevision, prev.Version+1
+	} else {
+		s.keys.ReplaceOrInsert(key)
 	}
 	s.kvs[key] = kv
-	return kv, prev, s.rev
+	return &mvccpb.Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev}
 }
 
 func header(rev int64) *pb.ResponseHeader {
@@ -114,42 +144,47 @@ func header(rev int64) *pb.ResponseHeader {
 // errUnsupported is the answer to every request the floor does not
 // measure.
 func errUnsupported(what string) error {
-	return status.Errorf(codes.Unimplemented, "the transport floor serves single-key Range and Put only, not %s", what)
+	return status.Errorf(codes.Unimplemented, "the transport floor does not serve %s", what)
 }
 
-// kvServer is etcd's KV service on the store: Range and Put of one key;
-// Txn, DeleteRange and Compact answer Unimplemented.
+// kvServer is etcd's KV service on the store: Range, Put, Txn (compares,
+// puts and ranges) and Compact; DeleteRange answers Unimplemented.
 type kvServer struct {
 	pb.UnimplementedKVServer
 	st *store
 }
 
 func (k *kvServer) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
-	if len(r.RangeEnd) > 0 || r.Revision != 0 {
-		return nil, errUnsupported("ranges or past revisions")
-	}
-	kv, rev := k.st.get(string(r.Key))
-	resp := &pb.RangeResponse{Header: header(rev)}
-	if kv != nil {
-		resp.Count = 1
-		if !r.CountOnly {
-			resp.Kvs = []*mvccpb.KeyValue{kv}
+	if len(r.RangeEnd) == 0 && r.Revision == 0 && !r.KeysOnly {
+		// One key at the latest revision: the QPS table's read, a map
+		// lookup and no more.
+		kv, rev := k.st.get(string(r.Key))
+		resp := &pb.RangeResponse{Header: header(rev)}
+		if kv != nil {
+			resp.Count = 1
+			if !r.CountOnly {
+				resp.Kvs = []*mvccpb.KeyValue{kv}
+			}
 		}
+		return resp, nil
 	}
-	return resp, nil
+	k.st.mu.Lock()
+	defer k.st.mu.Unlock()
+	return k.st.rangeLocked(r)
 }
 
 func (k *kvServer) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if r.Lease != 0 || r.IgnoreValue || r.IgnoreLease {
-		return nil, errUnsupported("leases or ignore_value/ignore_lease")
+	k.st.mu.Lock()
+	defer k.st.mu.Unlock()
+	if err := k.st.checkPutLocked(r); err != nil {
+		return nil, err
 	}
-	if len(r.Key) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "etcdserver: key is not provided")
-	}
-	_, prev, rev := k.st.put(string(r.Key), r.Value)
-	resp := &pb.PutResponse{Header: header(rev)}
+	k.st.rev++
+	ev := k.st.putLocked(string(r.Key), r.Value, r.Lease)
+	k.st.notifyLocked([]*mvccpb.Event{ev})
+	resp := &pb.PutResponse{Header: header(k.st.rev)}
 	if r.PrevKv {
-		resp.PrevKv = prev
+		resp.PrevKv = ev.PrevKv
 	}
 	return resp, nil
 }
@@ -263,6 +298,8 @@ func New() *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	pb.RegisterKVServer(g, &kvServer{st: st})
+	pb.RegisterWatchServer(g, &watchServer{st: st})
+	pb.RegisterLeaseServer(g, &leaseServer{st: st})
 	mux := http.NewServeMux()
 	mux.HandleFunc(v2Prefix, st.v2Keys)
 	mux.HandleFunc(v2Prefix+"/", st.v2Keys)
