@@ -18,7 +18,8 @@
 // --initial-cluster-state existing.
 //
 // It serves until SIGTERM or SIGINT, then closes the server (finishing
-// in-flight requests) and exits. Every setting not given here is embed's
+// in-flight requests) and exits; with STRATA_CPUPROFILE=FILE it writes a
+// CPU profile of its run to FILE (package cpuprofile). Every setting not given here is embed's
 // default, which is etcd's: fsync on every commit, snapshot-count 10000.
 package main
 
@@ -33,6 +34,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/stratadb/strata/internal/bench/cpuprofile"
 )
 
 func main() {
@@ -110,6 +113,11 @@ func run(args []string) error {
 	}
 	cfg.UnsafeNoFsync = *noFsync
 
+	stopProfile, err := cpuprofile.Start()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	e, err := embed.StartEtcd(cfg)

@@ -6,16 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
-)
 
-// CPUProfileEnv names the environment variable that makes Main write a
-// CPU profile of its whole run to the file it names, as profserve's
-// STRATA_CPUPROFILE does for `strata serve`.
-const CPUProfileEnv = "STRATA_CPUPROFILE"
+	"github.com/stratadb/strata/internal/bench/cpuprofile"
+)
 
 // Main runs the floor program: it listens on --listen-client (a loopback
 // HOST:PORT), logs one line to stderr when it serves, and serves until
@@ -34,17 +29,11 @@ func Main(args []string, stderr io.Writer) error {
 	if err != nil || !net.ParseIP(host).IsLoopback() {
 		return fmt.Errorf("--listen-client %q: must be a loopback HOST:PORT such as 127.0.0.1:2379", *addr)
 	}
-	if p := os.Getenv(CPUProfileEnv); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			return fmt.Errorf("%s=%q: %w", CPUProfileEnv, p, err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("%s=%q: %w", CPUProfileEnv, p, err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cpuprofile.Start()
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	l, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("--listen-client %q: %w", *addr, err)

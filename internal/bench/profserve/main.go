@@ -8,10 +8,8 @@
 //
 // With STRATA_PPROF_ADDR (a loopback HOST:PORT) it serves net/http/pprof
 // there; with STRATA_CPUPROFILE=FILE it writes a CPU profile of the whole
-// run to FILE when the command returns (serve returns after SIGTERM); a %p
-// in FILE becomes the process ID, so that a benchmark that starts the server
-// twice (load, then restart) keeps both profiles. The release binary,
-// cmd/strata, has neither.
+// run to FILE when the command returns (serve returns after SIGTERM; see
+// package cpuprofile). The release binary, cmd/strata, has neither.
 package main
 
 import (
@@ -20,11 +18,9 @@ import (
 	"net/http"
 	_ "net/http/pprof" // the /debug/pprof handlers on http.DefaultServeMux
 	"os"
-	"runtime/pprof"
-	"strconv"
-	"strings"
 
 	"github.com/stratadb/strata/internal/admin"
+	"github.com/stratadb/strata/internal/bench/cpuprofile"
 	"github.com/stratadb/strata/internal/cmalloc"
 )
 
@@ -51,17 +47,10 @@ func run() error {
 		}
 		go http.Serve(l, nil)
 	}
-	if path := os.Getenv("STRATA_CPUPROFILE"); path != "" {
-		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("STRATA_CPUPROFILE=%q: %w", path, err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("STRATA_CPUPROFILE=%q: %w", path, err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuprofile.Start()
+	if err != nil {
+		return err
 	}
+	defer stop()
 	return admin.NewRootCommand().Execute()
 }
