@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
@@ -31,12 +32,19 @@ import (
 //     Waiting Ranges hold nothing.
 //  3. With the token, it stops with ResourceExhausted as soon as its keys
 //     and values pass the send limit, before the response exists; under
-//     it, it keeps the token until gRPC has encoded the response
-//     (rangeCodec), so one big response and its encoding are in memory at
-//     a time.
+//     it, it keeps the token until gRPC has written the encoded response
+//     to the connection and given its buffer back (rangeCodec), so one
+//     big response or its encoding is in memory at a time. Given back
+//     when the response was only encoded, the encodings of lists that
+//     clients were slow to receive piled up in gRPC's send queue: eight
+//     lists of 16 MiB at once grew the heap by up to 267 MiB.
+//  4. A client that takes longer than bigRangeSendWait to receive one
+//     response no longer holds the others back: the token is given back
+//     then, sent or not (and if gRPC never gave the buffer back).
 const (
-	rangeFreeBytes = 32 << 20
-	maxSendBytes   = math.MaxInt32
+	rangeFreeBytes   = 32 << 20
+	maxSendBytes     = math.MaxInt32
+	bigRangeSendWait = 30 * time.Second
 )
 
 // rangeGate is the server's big Range token and its limits.
@@ -48,12 +56,14 @@ type rangeGate struct {
 	// free and limit are rangeFreeBytes and maxSendBytes, lowered by
 	// tests.
 	free, limit atomic.Int64
+	// sendWait is bigRangeSendWait, lowered by tests.
+	sendWait time.Duration
 }
 
 var errBigRange = errors.New("server: a big range waits for its turn")
 
 func newRangeGate() *rangeGate {
-	g := &rangeGate{token: make(chan struct{}, 1)}
+	g := &rangeGate{token: make(chan struct{}, 1), sendWait: bigRangeSendWait}
 	g.free.Store(rangeFreeBytes)
 	g.limit.Store(maxSendBytes)
 	return g
@@ -101,20 +111,24 @@ func (g *rangeGate) read(ctx context.Context, opts mvcc.RangeOptions, read func(
 }
 
 // hold keeps a big Range's token (release; nil for others) until its
-// response is encoded, or the call ends without it.
+// response is sent (rangeCodec), or the call ends before it is encoded.
 func (g *rangeGate) hold(ctx context.Context, resp *pb.RangeResponse, release func()) {
 	if release == nil {
 		return
 	}
 	g.pending.Store(resp, release)
 	context.AfterFunc(ctx, func() {
-		g.pending.Delete(resp)
-		release()
+		// Once encoded, the response is no longer pending: its token goes
+		// back when gRPC is done with the encoding, which may be after
+		// the call's end.
+		if _, ok := g.pending.LoadAndDelete(resp); ok {
+			release()
+		}
 	})
 }
 
 // rangeCodec is the server's codec (wireCodec), which gives a big Range's
-// token back once its response is encoded.
+// token back once gRPC has sent its response.
 type rangeCodec struct {
 	wireCodec
 	gate *rangeGate
@@ -125,12 +139,45 @@ func newRangeCodec(g *rangeGate) rangeCodec {
 }
 
 func (c rangeCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*pb.RangeResponse); ok {
-		if release, ok := c.gate.pending.LoadAndDelete(r); ok {
-			defer release.(func())()
-		}
+	r, ok := v.(*pb.RangeResponse)
+	if !ok {
+		return c.wireCodec.Marshal(v)
 	}
-	return c.wireCodec.Marshal(v)
+	held, ok := c.gate.pending.LoadAndDelete(r)
+	if !ok {
+		return c.wireCodec.Marshal(v)
+	}
+	release := held.(func())
+	sent := &sendingPool{wirePool: c.pool, release: release}
+	sent.timer = time.AfterFunc(c.gate.sendWait, release)
+	out, err := c.wireCodec.marshal(v, sent)
+	if err != nil || !sent.pooled {
+		// No encoding of the pool's for gRPC to give back.
+		sent.timer.Stop()
+		release()
+	}
+	return out, err
+}
+
+// sendingPool takes one big Range's encoding back from gRPC, which gives a
+// buffer back once it has written it to the connection (or dropped it
+// with the connection), and then gives the Range's token back.
+type sendingPool struct {
+	*wirePool
+	release func()
+	timer   *time.Timer
+	pooled  bool // the encoding is in a buffer of the pool's
+}
+
+func (p *sendingPool) Get(n int) *[]byte {
+	p.pooled = true
+	return p.wirePool.Get(n)
+}
+
+func (p *sendingPool) Put(buf *[]byte) {
+	p.wirePool.Put(buf)
+	p.timer.Stop()
+	p.release()
 }
 
 // holdRange is the KV service's way to rangeGate.hold.

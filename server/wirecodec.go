@@ -30,6 +30,12 @@ func newWireCodec() wireCodec {
 }
 
 func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return c.marshal(v, c.pool)
+}
+
+// marshal encodes v; an encoding large enough to be pooled goes back to
+// pool when gRPC frees it.
+func (c wireCodec) marshal(v any, pool mem.BufferPool) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return c.CodecV2.Marshal(v)
@@ -45,7 +51,7 @@ func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
-	buf := c.pool.Get(size)
+	buf := pool.Get(size)
 	out, err := opts.MarshalAppend((*buf)[:0], m)
 	if err != nil {
 		c.pool.Put(buf)
@@ -60,7 +66,7 @@ func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return nil, fmt.Errorf("server: encoding %T: %d bytes where its size was %d", v, len(out), size)
 	}
 	*buf = out
-	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
 // wirePool is a mem.BufferPool of buffers handed out as they were left:
