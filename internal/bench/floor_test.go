@@ -350,4 +350,13 @@ func TestFloorKube(t *testing.T) {
 	if s := res.Samples[0]; s.Events != 1000 || s.ListKeys != 500 || s.CPUSeconds <= 0 {
 		t.Errorf("floor: %d events, %d listed, %.2f CPU s", s.Events, s.ListKeys, s.CPUSeconds)
 	}
+	var out strings.Builder
+	if err := res.Tables()[2].Render(&out, "csv"); err != nil {
+		t.Fatal(err)
+	}
+	// The floor keeps nothing on disk and has nothing to snapshot or
+	// restart: those cells are empty, not zeros.
+	if rows := strings.Split(strings.TrimSpace(out.String()), "\n"); len(rows) != 2 || !strings.HasSuffix(rows[1], ",,,") {
+		t.Errorf("after-load table:\n%s", out.String())
+	}
 }

@@ -956,7 +956,13 @@ func (r *KubeRun) Tables() []*report.Table {
 		}
 		byKind.Rows = append(byKind.Rows, row)
 		load.Rows = append(load.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, s.CPUSeconds})
-		after.Rows = append(after.Rows, []any{s.Name, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds})
+		row = []any{s.Name, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds}
+		if s.Kind == KindFloor {
+			// Nothing on disk, nothing to snapshot or restart: empty
+			// cells, not zeros.
+			row[1], row[5], row[6], row[7] = nil, nil, nil, nil
+		}
+		after.Rows = append(after.Rows, row)
 	}
 	l := r.Options.Load
 	load.Notes = []string{
