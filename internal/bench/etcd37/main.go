@@ -19,8 +19,9 @@
 //
 // It serves until SIGTERM or SIGINT, then closes the server (finishing
 // in-flight requests) and exits; with STRATA_CPUPROFILE=FILE it writes a
-// CPU profile of its run to FILE (package cpuprofile). Every setting not given here is embed's
-// default, which is etcd's: fsync on every commit, snapshot-count 10000.
+// CPU profile of its run to FILE (package cpuprofile). Every setting not
+// given here is embed's default, which is etcd's: fsync on every commit,
+// snapshot-count 10000.
 package main
 
 import (
