@@ -117,10 +117,17 @@ func (s *store) get(key string) (*mvccpb.KeyValue, int64) {
 func (s *store) put(key string, value []byte) (kv, prev *mvccpb.KeyValue, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rev++
-	ev := s.putLocked(key, value, 0)
-	s.notifyLocked([]*mvccpb.Event{ev})
+	ev := s.putAloneLocked(key, value, 0)
 	return ev.Kv, ev.PrevKv, s.rev
+}
+
+// putAloneLocked is a put that is its own revision: it advances the
+// revision, stores the value and tells the watchers.
+func (s *store) putAloneLocked(key string, value []byte, lease int64) *mvccpb.Event {
+	s.rev++
+	ev := s.putLocked(key, value, lease)
+	s.notifyLocked([]*mvccpb.Event{ev})
+	return ev
 }
 
 // putLocked stores value under key at the current revision, which the
@@ -179,9 +186,7 @@ func (k *kvServer) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 	if err := k.st.checkPutLocked(r); err != nil {
 		return nil, err
 	}
-	k.st.rev++
-	ev := k.st.putLocked(string(r.Key), r.Value, r.Lease)
-	k.st.notifyLocked([]*mvccpb.Event{ev})
+	ev := k.st.putAloneLocked(string(r.Key), r.Value, r.Lease)
 	resp := &pb.PutResponse{Header: header(k.st.rev)}
 	if r.PrevKv {
 		resp.PrevKv = ev.PrevKv
