@@ -258,6 +258,12 @@ type CompressionRow struct {
 	// compaction time): what writing costs once the bottommost codec has
 	// been applied to every byte, as it is in a database that has grown.
 	IngestMBps float64
+	// IngestMBPerCPUs is the median of key+value bytes / the CPU time of
+	// the write and the full compaction: the whole work of a MB, wherever
+	// a store's scheduler put it. A store whose compactions lag its writes
+	// (RocksDB's do) spends less of it in the write phase and more in the
+	// compaction; this figure counts both.
+	IngestMBPerCPUs float64
 	// WriteMBPerCPUs and ReadMBPerCPUs are the medians of MiB of
 	// key+value bytes per CPU-second of the process (every thread) in the
 	// write and the read phase: the work a MB costs, whatever the number
@@ -279,6 +285,9 @@ type CompressionRow struct {
 	// per-run ratios Strata MiB per CPU-second / RocksDB's, and
 	// WriteVsRocksDB and ReadVsRocksDB those of MiB/s; 0 without RocksDB.
 	WriteCPUVsRocksDB, ReadCPUVsRocksDB, WriteVsRocksDB, ReadVsRocksDB float64
+	// IngestCPUVsRocksDB is the median of the per-run ratios of
+	// IngestMBPerCPUs, Strata's / RocksDB's; 0 without RocksDB.
+	IngestCPUVsRocksDB float64
 	// Runs are the Strata runs; PebbleRuns the baseline's and RocksDBRuns
 	// RocksDB's, in run order.
 	Runs, PebbleRuns, RocksDBRuns []Run
@@ -406,6 +415,9 @@ func pairedRatio(ref, runs []Run, seconds func(Run) float64) float64 {
 	return stats.Median(r)
 }
 
+// ingestCPUSeconds is the CPU time of a run's write and full compaction.
+func ingestCPUSeconds(x Run) float64 { return x.WriteCPUSeconds + x.CompactCPUSeconds }
+
 // summarize sets the row's medians from its runs.
 func (r *CompressionRow) summarize(raw int64) {
 	r.DBSizeBytes = stats.Median(collect(r.Runs, func(x Run) float64 { return float64(x.DBSizeBytes) }))
@@ -417,6 +429,7 @@ func (r *CompressionRow) summarize(raw int64) {
 	r.ReadMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadSeconds) }))
 	r.ScanMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ScanSeconds) }))
 	r.IngestMBps = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteSeconds+x.CompactSeconds) }))
+	r.IngestMBPerCPUs = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, ingestCPUSeconds(x)) }))
 	r.WriteMBPerCPUs = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.WriteCPUSeconds) }))
 	r.ReadMBPerCPUs = stats.Median(collect(r.Runs, func(x Run) float64 { return mibPerSec(raw, x.ReadCPUSeconds) }))
 	r.CompactSeconds = stats.Median(collect(r.Runs, func(x Run) float64 { return x.CompactSeconds }))
@@ -430,6 +443,7 @@ func (r *CompressionRow) summarize(raw int64) {
 	if len(r.RocksDBRuns) == len(r.Runs) && len(r.Runs) > 0 {
 		r.WriteCPUVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.WriteCPUSeconds })
 		r.ReadCPUVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.ReadCPUSeconds })
+		r.IngestCPUVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, ingestCPUSeconds)
 		r.WriteVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.WriteSeconds })
 		r.ReadVsRocksDB = pairedRatio(r.RocksDBRuns, r.Runs, func(x Run) float64 { return x.ReadSeconds })
 	}
@@ -457,6 +471,7 @@ func (res *CompressionResult) Table() *report.Table {
 		{Name: "Write", Unit: "MB/CPU-s", Key: "write_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Read", Unit: "MB/CPU-s", Key: "read_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Ingest", Unit: "MB/s", Format: "%.1f"},
+		{Name: "Ingest", Unit: "MB/CPU-s", Key: "ingest_mb_per_cpu_s", Format: "%.1f"},
 		{Name: "Scan", Unit: "MB/s", Format: "%.1f"},
 		{Name: "Before compaction", Unit: "MB", Format: "%.1f"},
 		{Name: "Compact", Unit: "s", Format: "%.2f"},
@@ -482,11 +497,12 @@ func (res *CompressionResult) Table() *report.Table {
 			report.Column{Name: "Read vs RocksDB", Format: "%.2f"},
 			report.Column{Name: "Write/CPU vs RocksDB", Key: "write_cpu_vs_rocksdb", Format: "%.2f"},
 			report.Column{Name: "Read/CPU vs RocksDB", Key: "read_cpu_vs_rocksdb", Format: "%.2f"},
+			report.Column{Name: "Ingest/CPU vs RocksDB", Key: "ingest_cpu_vs_rocksdb", Format: "%.2f"},
 		)
 	}
 	lz4 := false
 	for _, r := range res.Rows {
-		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.IngestMBps, r.ScanMBps,
+		row := []any{r.Name, r.DBSizeBytes / MiB, r.Ratio, r.WriteMBps, r.ReadMBps, r.WriteMBPerCPUs, r.ReadMBPerCPUs, r.IngestMBps, r.IngestMBPerCPUs, r.ScanMBps,
 			r.SizeBeforeBytes / MiB, r.CompactSeconds, r.WriteAmp}
 		if vsFirst {
 			row = append(row, r.WriteVsFirst, r.ReadVsFirst)
@@ -495,14 +511,14 @@ func (res *CompressionResult) Table() *report.Table {
 			row = append(row, r.WriteVsPebble, r.ReadVsPebble, r.ScanVsPebble)
 		}
 		if res.RocksDB {
-			row = append(row, r.WriteVsRocksDB, r.ReadVsRocksDB, r.WriteCPUVsRocksDB, r.ReadCPUVsRocksDB)
+			row = append(row, r.WriteVsRocksDB, r.ReadVsRocksDB, r.WriteCPUVsRocksDB, r.ReadCPUVsRocksDB, r.IngestCPUVsRocksDB)
 		}
 		t.Rows = append(t.Rows, row)
 		for _, pr := range []*CompressionRow{r.Pebble, r.RocksDB} {
 			if pr == nil {
 				continue
 			}
-			prow := []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.IngestMBps, pr.ScanMBps,
+			prow := []any{pr.Name, pr.DBSizeBytes / MiB, pr.Ratio, pr.WriteMBps, pr.ReadMBps, pr.WriteMBPerCPUs, pr.ReadMBPerCPUs, pr.IngestMBps, pr.IngestMBPerCPUs, pr.ScanMBps,
 				pr.SizeBeforeBytes / MiB, pr.CompactSeconds}
 			if pr == r.RocksDB {
 				prow = append(prow, pr.WriteAmp)
@@ -522,7 +538,7 @@ func (res *CompressionResult) Table() *report.Table {
 	t.Notes = append(t.Notes,
 		fmt.Sprintf("Data: %s, %.1f MB of keys and values. Each figure is %s; each timed phase repeats its work until it has run %s (the figure is per pass).", res.Source, mib(res.RawBytes), runs, res.MinTime),
 		"MB = MiB = 1,048,576 bytes. DB Size: the table files (*.sst) on disk after a full compaction (WAL, MANIFEST, OPTIONS not counted); Before compaction: the same after the load's final flush. Ratio = key+value bytes / DB Size.",
-		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. MB/CPU-s: the same bytes / CPU time of the process (user+system, every thread, Pebble's background work included) over the phase. Ingest: / time of the write and the full compaction (Compact), what writing costs once the bottommost codec applies to every byte. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
+		fmt.Sprintf("Write: key+value bytes / time of the puts (batches of %d) and the final flush, compaction excluded. Read: / time of one Get per key in a shuffled order after a reopen (cold block cache, warm OS page cache), each value checked. Scan: / time of one forward scan after the reads. MB/CPU-s: the same bytes / CPU time of the process (user+system, every thread, Pebble's background work included) over the phase. Ingest: / time of the write and the full compaction (Compact), what writing costs once the bottommost codec applies to every byte; in MB/CPU-s, / their CPU time, the compactions a store deferred past the write phase included. W-Amp: bytes written to tables / bytes written to the WAL.", WriteBatchSize),
 	)
 	if vsFirst {
 		t.Notes = append(t.Notes, "X vs row 1: the median of the per-repeat ratios of the row's MB/s to the first row's, run k against run k (each repeat runs every row in turn).")
@@ -641,7 +657,9 @@ key back and scans. Columns:
   Read               key+value bytes / time of one Get per key, shuffled, after a
                      reopen (cold block cache, warm OS page cache); values checked
   Write, Read (MB/CPU-s)  the same bytes / CPU time of the process (all threads)
-  Ingest             key+value bytes / time of the write and the full compaction
+  Ingest             key+value bytes / time of the write and the full compaction;
+                     in MB/CPU-s, / their CPU time (compactions deferred past the
+                     write phase included)
   Scan               key+value bytes / time of one forward scan after the reads
   Before compaction  table bytes on disk after the flush
   Compact            time of the full compaction

@@ -129,15 +129,24 @@ func TestCompressionRepeatMedian(t *testing.T) {
 		t.Fatalf("%d runs, repeat %d, want 3", len(row.Runs), res.Repeat)
 	}
 	raw := data.RawBytes()
-	var speeds, sizes []float64
+	var speeds, sizes, ingestCPU []float64
 	for _, r := range row.Runs {
 		speeds = append(speeds, mibPerSec(raw, r.WriteSeconds))
 		sizes = append(sizes, float64(r.DBSizeBytes))
+		if !(r.CompactCPUSeconds > 0) {
+			t.Errorf("run %+v: no CPU time measured for the full compaction", r)
+		}
+		ingestCPU = append(ingestCPU, mibPerSec(raw, r.WriteCPUSeconds+r.CompactCPUSeconds))
 	}
 	slices.Sort(speeds)
 	slices.Sort(sizes)
+	slices.Sort(ingestCPU)
 	if row.WriteMBps != speeds[1] || row.DBSizeBytes != sizes[1] {
 		t.Errorf("write %.3f, size %.0f: want the middle of %v and %v", row.WriteMBps, row.DBSizeBytes, speeds, sizes)
+	}
+	// The ingest cost counts the full compaction's CPU beside the write's.
+	if row.IngestMBPerCPUs != ingestCPU[1] || !(row.IngestMBPerCPUs < row.WriteMBPerCPUs) {
+		t.Errorf("ingest %.3f MB/CPU-s (write %.3f): want the middle of %v, below the write's", row.IngestMBPerCPUs, row.WriteMBPerCPUs, ingestCPU)
 	}
 	var text bytes.Buffer
 	_ = res.Table().Render(&text, "table")

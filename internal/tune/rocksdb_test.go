@@ -28,7 +28,7 @@ func TestCompressionRocksDB(t *testing.T) {
 		if len(row.RocksDBRuns) != 2 || row.RocksDB == nil {
 			t.Fatalf("%s: %d RocksDB runs, want 2", row.Name, len(row.RocksDBRuns))
 		}
-		if !(row.WriteCPUVsRocksDB > 0 && row.ReadCPUVsRocksDB > 0 && row.WriteVsRocksDB > 0 && row.ReadVsRocksDB > 0) {
+		if !(row.WriteCPUVsRocksDB > 0 && row.ReadCPUVsRocksDB > 0 && row.IngestCPUVsRocksDB > 0 && row.WriteVsRocksDB > 0 && row.ReadVsRocksDB > 0) {
 			t.Errorf("%s: vs RocksDB %+v, want > 0", row.Name, row)
 		}
 		if !(row.RocksDB.Ratio > 0 && row.RocksDB.ReadMBps > 0) {
@@ -53,7 +53,7 @@ func TestCompressionRocksDB(t *testing.T) {
 	if len(rows) != 4 || rows[1]["compression"] != "RocksDB: none / none" {
 		t.Fatalf("rows %v", rows)
 	}
-	for _, key := range []string{"write_cpu_vs_rocksdb", "read_cpu_vs_rocksdb", "write_vs_rocksdb", "read_vs_rocksdb"} {
+	for _, key := range []string{"write_cpu_vs_rocksdb", "read_cpu_vs_rocksdb", "ingest_cpu_vs_rocksdb", "ingest_mb_per_cpu_s", "write_vs_rocksdb", "read_vs_rocksdb"} {
 		if _, ok := rows[0][key]; !ok {
 			t.Errorf("JSON row lacks %q", key)
 		}
