@@ -162,9 +162,11 @@ func (c *Config) resolve() *Resolved {
 // table whose stored profile name is not this one's.
 func (r *Resolved) Profile(level int) *sstable.CompressionProfile {
 	if r.HasKeyCodec {
-		return r.Codecs[level].PebbleProfileSplit(r.KeyCodec)
+		return r.bottommostNamed(level, r.Codecs[level].PebbleProfileSplit(r.KeyCodec), func(l int) string {
+			return r.Codecs[l].PebbleProfileSplit(r.KeyCodec).Name
+		})
 	}
-	return r.Codecs[level].PebbleProfile()
+	return r.InlineProfile(level)
 }
 
 // InlineProfile returns the profile of a table that holds its values in
@@ -174,7 +176,42 @@ func (r *Resolved) Profile(level int) *sstable.CompressionProfile {
 // Their data blocks are values, so they take the level's codec on every
 // block, not key_compression.
 func (r *Resolved) InlineProfile(level int) *sstable.CompressionProfile {
-	return r.Codecs[level].PebbleProfile()
+	return r.bottommostNamed(level, r.Codecs[level].PebbleProfile(), func(l int) string {
+		return r.Codecs[l].PebbleProfile().Name
+	})
+}
+
+// bottommostNamed gives the bottommost level's profile p a name of its own,
+// "ZSTD, 8 KB blocks", when a level above stores the same profile name with
+// another block size. A table keeps the name it was written with (stock
+// Pebble's table properties show it), and Pebble moves a table down a level
+// without rewriting it: with one codec on every level, a table flushed with
+// block_size blocks and moved to the bottom could not be told by its
+// codec's name from one written there, nor reliably by its average block
+// size when the two sizes are a factor of two apart. With the name, a full
+// compaction finds it and rewrites it.
+func (r *Resolved) bottommostNamed(level int, p *sstable.CompressionProfile, name func(level int) string) *sstable.CompressionProfile {
+	bottom := NumLevels - 1
+	if level != bottom || r.Config.LevelBlockSize(bottom) == r.Config.BlockSize {
+		return p
+	}
+	for l := range bottom {
+		if name(l) == p.Name {
+			named := *p
+			named.Name = fmt.Sprintf("%s, %s blocks", p.Name, blockSizeName(r.Config.LevelBlockSize(bottom)))
+			return &named
+		}
+	}
+	return p
+}
+
+// blockSizeName renders a block size: "8 KB", or "1536 B" when it is not a
+// whole number of KiB.
+func blockSizeName(size int) string {
+	if size%1024 == 0 {
+		return fmt.Sprintf("%d KB", size>>10)
+	}
+	return fmt.Sprintf("%d B", size)
 }
 
 // codec parses a codec name and applies zstd_level to a plain "zstd".

@@ -142,7 +142,8 @@ func defaultServer() ServerConfig {
 // tell a lost write from a failed one; target_file_size_base_mb =
 // ServeTargetFileSizeMB; and blob files for values of ServeMinBlobSize and
 // more, with the codec and block size chosen for them (ServeBlobCodec,
-// ServeBlockSize) and the keys' codec (ServeKeyCodec).
+// ServeBlockSize, on every level: a blob rewrite writes its values into a
+// file of the bottommost level's) and the keys' codec (ServeKeyCodec).
 func ServeDefault() *Config {
 	c := Default()
 	c.Sync = true
@@ -153,6 +154,7 @@ func ServeDefault() *Config {
 	c.CompressionDefault = ServeBlobCodec
 	c.KeyCompression = ServeKeyCodec
 	c.BlockSize = ServeBlockSize
+	c.BottommostBlockSize = ServeBlockSize
 	return c
 }
 

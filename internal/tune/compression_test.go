@@ -101,7 +101,7 @@ func TestCompressionTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CSV output does not parse: %v", err)
 	}
-	if len(records) != 5 || records[0][0] != "compression" || len(records[0]) != 14 {
+	if len(records) != 5 || records[0][0] != "compression" || len(records[0]) != 15 {
 		t.Fatalf("CSV: %d records, header %q", len(records), records[0])
 	}
 }

@@ -38,7 +38,10 @@ func TestCompressionTableLevelProperties(t *testing.T) {
 		checkLevelProperties(t, row.Name, cfg)
 	}
 	t.Logf("table bytes after the full compaction: %v", size)
-	if size["zstd/zstd"] > size["lz4/zstd"] {
+	// A table records its codec's name: the bottommost level's "ZSTD, 8 KB
+	// blocks" (see config.Resolved.Profile) takes a few bytes more than
+	// "ZSTD", nothing like the 12% more that 4 KB blocks moved down store.
+	if size["zstd/zstd"] > size["lz4/zstd"]*1.0001 {
 		t.Errorf("zstd / zstd stores %.0f bytes, lz4 / zstd %.0f: want zstd / zstd no larger", size["zstd/zstd"], size["lz4/zstd"])
 	}
 }
