@@ -162,8 +162,8 @@ func (c *Config) resolve() *Resolved {
 // table whose stored profile name is not this one's.
 func (r *Resolved) Profile(level int) *sstable.CompressionProfile {
 	if r.HasKeyCodec {
-		return r.bottommostNamed(level, r.Codecs[level].PebbleProfileSplit(r.KeyCodec), func(l int) string {
-			return r.Codecs[l].PebbleProfileSplit(r.KeyCodec).Name
+		return r.bottommostNamed(level, func(l int) *sstable.CompressionProfile {
+			return r.Codecs[l].PebbleProfileSplit(r.KeyCodec)
 		})
 	}
 	return r.InlineProfile(level)
@@ -176,27 +176,26 @@ func (r *Resolved) Profile(level int) *sstable.CompressionProfile {
 // Their data blocks are values, so they take the level's codec on every
 // block, not key_compression.
 func (r *Resolved) InlineProfile(level int) *sstable.CompressionProfile {
-	return r.bottommostNamed(level, r.Codecs[level].PebbleProfile(), func(l int) string {
-		return r.Codecs[l].PebbleProfile().Name
-	})
+	return r.bottommostNamed(level, func(l int) *sstable.CompressionProfile { return r.Codecs[l].PebbleProfile() })
 }
 
-// bottommostNamed gives the bottommost level's profile p a name of its own,
-// "ZSTD, 8 KB blocks", when a level above stores the same profile name with
-// another block size. A table keeps the name it was written with (stock
-// Pebble's table properties show it), and Pebble moves a table down a level
-// without rewriting it: with one codec on every level, a table flushed with
-// block_size blocks and moved to the bottom could not be told by its
-// codec's name from one written there, nor reliably by its average block
-// size when the two sizes are a factor of two apart. With the name, a full
-// compaction finds it and rewrites it.
-func (r *Resolved) bottommostNamed(level int, p *sstable.CompressionProfile, name func(level int) string) *sstable.CompressionProfile {
+// bottommostNamed returns profile(level), with a name of its own for the
+// bottommost level's, "ZSTD, 8 KB blocks", when a level above stores the
+// same profile name with another block size. A table keeps the name it was
+// written with (stock Pebble's table properties show it), and Pebble moves
+// a table down a level without rewriting it: with one codec on every
+// level, a table flushed with block_size blocks and moved to the bottom
+// could not be told by its codec's name from one written there, nor
+// reliably by its average block size when the two sizes are a factor of
+// two apart. With the name, a full compaction finds it and rewrites it.
+func (r *Resolved) bottommostNamed(level int, profile func(level int) *sstable.CompressionProfile) *sstable.CompressionProfile {
+	p := profile(level)
 	bottom := NumLevels - 1
 	if level != bottom || r.Config.LevelBlockSize(bottom) == r.Config.BlockSize {
 		return p
 	}
 	for l := range bottom {
-		if name(l) == p.Name {
+		if profile(l).Name == p.Name {
 			named := *p
 			named.Name = fmt.Sprintf("%s, %s blocks", p.Name, blockSizeName(r.Config.LevelBlockSize(bottom)))
 			return &named
