@@ -66,13 +66,13 @@ type benchCommon struct {
 	dir        string
 	format     report.Format
 	// floorOK lets --servers name the transport floor, a baseline of the
-	// QPS table and of Kubernetes' traffic only.
+	// QPS table, of Kubernetes' traffic and of watches at scale only.
 	floorOK bool
 }
 
 // AddFlags registers the common flags; servers defaults to defServers.
 func (o *benchCommon) AddFlags(fs *pflag.FlagSet, defServers []string) {
-	fs.StringSliceVar(&o.servers, "servers", defServers, "servers to run, of strata, etcd34 and etcd37 (and floor: bench qps and kube)")
+	fs.StringSliceVar(&o.servers, "servers", defServers, "servers to run, of strata, etcd34 and etcd37 (and floor: bench qps, kube and watch)")
 	fs.StringVar(&o.strata, "strata", "", "strata `EXECUTABLE` that runs `serve` (default: this program)")
 	fs.StringVar(&o.strataTOML, "strata-toml", "", "TOML `LINES` appended to Strata's generated config (db_path, server.listen): top-level or dotted keys, e.g. 'server.memory_budget_mb = 32'")
 	fs.StringVar(&o.etcd, "etcd", "etcd", "etcd 3.4 `EXECUTABLE` (Debian's etcd-server)")
@@ -92,7 +92,7 @@ func (o *benchCommon) kinds() ([]bench.Kind, error) {
 			return nil, fmt.Errorf("--servers: %w", err)
 		}
 		if k == bench.KindFloor && !o.floorOK {
-			return nil, errors.New("--servers floor: the transport floor is a baseline of `strata bench qps` and `strata bench kube` only")
+			return nil, errors.New("--servers floor: the transport floor is a baseline of `strata bench qps`, `strata bench kube` and `strata bench watch` only")
 		}
 		if !slices.Contains(ks, k) {
 			ks = append(ks, k)

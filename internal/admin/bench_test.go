@@ -29,7 +29,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "member", "--servers", "etcd34", "--pods", "0", "--catchup-timeout", "0s"}, []string{"--pods 0: must be >= 1", "--catchup-timeout 0s: must be > 0"}},
 		{[]string{"bench", "member", "--servers", "strata,etcd34"}, []string{`server "etcd34"`, "strata and etcd37 only"}},
 		{[]string{"bench", "memory", "--etcd", "/nonexistent/etcd"}, []string{"/nonexistent/etcd", "etcd-server"}},
-		{[]string{"bench", "memory", "--servers", "strata,floor"}, []string{"--servers floor", "`strata bench kube` only"}},
+		{[]string{"bench", "memory", "--servers", "strata,floor"}, []string{"--servers floor", "`strata bench watch` only"}},
 		{[]string{"bench", "qps", "--servers", "floor", "--floor", "/nonexistent/floor"}, []string{"/nonexistent/floor", "./internal/bench/floor"}},
 		{[]string{"bench", "qps", "--servers", "floor", "--members", "3"}, []string{"server floor with members 3"}},
 	} {

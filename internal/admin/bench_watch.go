@@ -22,6 +22,7 @@ type benchWatchOptions struct {
 // AddFlags registers watch's flags.
 func (o *benchWatchOptions) AddFlags(fs *pflag.FlagSet) {
 	o.common.AddFlags(fs, []string{"strata", "etcd37"})
+	o.common.floorOK = true
 	fs.IntVar(&o.watchers, "watchers", 10000, "watchers on distinct keys")
 	fs.IntVar(&o.prefixWatchers, "prefix-watchers", 100, "watchers on one shared prefix, /w/00 (keys 0 to 999)")
 	fs.IntVar(&o.streams, "streams", 10, "gRPC streams (connections) the watchers are spread over")

@@ -360,3 +360,58 @@ func TestFloorKube(t *testing.T) {
 		t.Errorf("after-load table:\n%s", out.String())
 	}
 }
+
+// TestFloorWatchesByKey checks that the floor's watchers, found by key,
+// get every event of their key or range and no other: two watchers of
+// one key, with and without previous values, and a prefix watcher beside
+// them.
+func TestFloorWatchesByKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, c := startFloor(t, ctx)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	withPrev := c.Watch(wctx, "/k/1", clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
+	without := c.Watch(wctx, "/k/1", clientv3.WithCreatedNotify())
+	prefix := c.Watch(wctx, "/k/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	for _, ch := range []clientv3.WatchChan{withPrev, without, prefix} {
+		if r := <-ch; !r.Created {
+			t.Fatalf("first watch response %+v, want its creation", r)
+		}
+	}
+	for _, kv := range [][2]string{{"/k/1", "a"}, {"/k/2", "b"}, {"/j/1", "c"}, {"/k/1", "d"}, {"/k/10", "e"}, {"/k/1", "f"}} {
+		if _, err := c.Put(ctx, kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := func(ch clientv3.WatchChan, n int, prev bool) string {
+		t.Helper()
+		var evs []string
+		for len(evs) < n {
+			r, ok := <-ch
+			if !ok || r.Err() != nil {
+				t.Fatalf("watch ended after %v: %v", evs, r.Err())
+			}
+			for _, ev := range r.Events {
+				s := string(ev.Kv.Key) + "=" + string(ev.Kv.Value)
+				if ev.PrevKv != nil {
+					s += "<" + string(ev.PrevKv.Value)
+				}
+				if (ev.PrevKv != nil) != (prev && ev.Kv.Version > 1) {
+					t.Errorf("event %s: previous value %v, want one: %v", s, ev.PrevKv, prev)
+				}
+				evs = append(evs, s)
+			}
+		}
+		return strings.Join(evs, " ")
+	}
+	if g, w := got(withPrev, 3, true), "/k/1=a /k/1=d<a /k/1=f<d"; g != w {
+		t.Errorf("key watcher with previous values: %s, want %s", g, w)
+	}
+	if g, w := got(without, 3, false), "/k/1=a /k/1=d /k/1=f"; g != w {
+		t.Errorf("key watcher: %s, want %s", g, w)
+	}
+	if g, w := got(prefix, 5, false), "/k/1=a /k/2=b /k/1=d /k/10=e /k/1=f"; g != w {
+		t.Errorf("prefix watcher: %s, want %s", g, w)
+	}
+}

@@ -110,7 +110,7 @@ const (
 var (
 	recommendPairs        = []Profile{{Default: "none", Bottommost: "none"}, {Default: "lz4", Bottommost: "zstd"}, {Default: "zstd", Bottommost: "zstd"}, {Default: "snappy", Bottommost: "zstd"}, {Default: "minlz", Bottommost: "zstd"}}
 	recommendZstdLevels   = []int{3, 9, 19}
-	recommendBottomBlocks = []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10}
+	recommendBottomBlocks = []int{4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10}
 	recommendBlockSizes   = []int{4 << 10, 16 << 10}
 	recommendBloomBits    = []int{0, 10, 16}
 )

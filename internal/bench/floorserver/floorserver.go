@@ -96,12 +96,12 @@ type store struct {
 	keys      *btree.BTreeG[string]
 	leases    map[int64]bool
 	nextLease int64
-	watchers  map[*watcher]bool
+	watchers  watcherSet
 }
 
 func newStore() *store {
 	return &store{rev: 1, kvs: map[string]*mvccpb.KeyValue{}, keys: btree.NewG(32, func(a, b string) bool { return a < b }),
-		leases: map[int64]bool{}, watchers: map[*watcher]bool{}}
+		leases: map[int64]bool{}, watchers: newWatcherSet()}
 }
 
 // get returns key's KeyValue (nil if absent) and the revision.
