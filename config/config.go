@@ -109,11 +109,12 @@ type Config struct {
 	// block_size for hot reads. A point read that misses the block cache
 	// decompresses a whole block, so the size trades disk against the CPU of
 	// cold reads: on 2 GB of 2 KB JSON documents behind an 8 MB cache, lz4
-	// above zstd stores 1.83x with 4 KB blocks, 2.04x with 8 KB and 2.38x
-	// with 32 KB, and reads at 1.06x, 0.97x and 0.57x RocksDB's MB per
-	// CPU-second (RocksDB 7.8 with 4 KB blocks stores 1.87x;
-	// docs/data/rocksdb-speed.md). 0 or 1 KiB..1 MiB. The default value is
-	// 8192.
+	// above zstd stores 1.83x with 4 KB blocks, 1.95x with 6 KB, 2.04x with
+	// 8 KB and 2.38x with 32 KB, and reads at 1.06x, 1.03x, 0.93-0.97x and
+	// 0.57x RocksDB's MB per CPU-second (RocksDB 7.8 with 4 KB blocks
+	// stores 1.87x; docs/data/rocksdb-speed.md). The default, 6 KB, is the
+	// size at which Strata both stores more than RocksDB and reads at its
+	// speed. 0 or 1 KiB..1 MiB. The default value is 6144.
 	BottommostBlockSize int `toml:"bottommost_block_size" yaml:"bottommost_block_size" json:"bottommost_block_size"`
 
 	// BlockCacheSizeMB is the size of the shared block cache in MB, holding

@@ -211,7 +211,7 @@ func init() {
 			noteIf: levelsRequestLZ4, reason: reasonLZ4},
 
 		{key: "block_size", section: sectionTable, rocksdb: "block_size", limits: inRange(1<<10, 1<<20), def: 4096},
-		{key: "bottommost_block_size", section: sectionTable, limits: &limits{min: 1 << 10, max: 1 << 20, sentinelMeans: "block_size"}, def: 8192,
+		{key: "bottommost_block_size", section: sectionTable, limits: &limits{min: 1 << 10, max: 1 << 20, sentinelMeans: "block_size"}, def: 6144,
 			comment: "RocksDB has one block_size; Strata gives the bottommost level its own (0 = block_size)"},
 		{key: "cache_index_and_filter_blocks", section: sectionTable, rocksdb: "cache_index_and_filter_blocks", def: true,
 			noteIf: func(r *Resolved) bool { return !r.Config.CacheIndexAndFilterBlocks }, reason: reasonCacheIndex},

@@ -324,7 +324,7 @@ type RecommendResult struct {
 //     minlz/zstd with the base's block sizes and bloom bits;
 //  3. "bottom": lz4 above (minlz when the base says so; Pebble stores lz4
 //     as MinLZ) and zstd at levels 3, 9, 19 at the bottom, each with
-//     bottommost_block_size 4, 16, 32, 64 and 128 KB;
+//     bottommost_block_size 4, 8, 16, 32, 64 and 128 KB;
 //  4. "block size": block_size (L0-L5) 4 and 16 KB;
 //  5. "bloom bits": 0, 10 and 16.
 //
@@ -847,7 +847,7 @@ bloom filters). Each timed phase repeats until it has run --min-time (1s).
 Candidates, around the base config (--config FILE or the default): the base;
 codec pairs none/none, lz4/zstd, zstd/zstd, snappy/zstd, minlz/zstd; lz4 above
 with zstd levels 3, 9, 19 at the bottom, each with bottommost_block_size 4,
-16, 32, 64, 128 KB; block_size 4 and 16 KB; bloom bits 0, 10, 16.
+8, 16, 32, 64, 128 KB; block_size 4 and 16 KB; bloom bits 0, 10, 16.
 
 Goals are constraints against the base config, measured in the same run:
   size      the smallest database whose ingest and point-read MB/s stay within
