@@ -68,6 +68,51 @@ type watchStream struct {
 
 	// progressReq carries a client's progress request to sendLoop.
 	progressReq chan struct{}
+
+	// scratch is the response deliver fills for each batch, used by
+	// sendLoop alone.
+	scratch eventScratch
+}
+
+// eventScratch holds the messages of one events response, reused from
+// batch to batch: gRPC encodes a message before Send returns and keeps no
+// reference to it, so a stream's single sender needs one set, not five
+// allocations per watcher and revision. A watcher of 10,000 on distinct
+// keys gets one event per response, and the allocations were a fifth of
+// what each of its events cost the server.
+type eventScratch struct {
+	resp   pb.WatchResponse
+	hdr    pb.ResponseHeader
+	events []*mvccpb.Event
+	evs    []mvccpb.Event
+	kvs    []mvccpb.KeyValue
+}
+
+// scratchKeep bounds the events a stream's scratch keeps room for between
+// batches: a catch-up batch of thousands gets arrays of its own, dropped
+// once sent.
+const scratchKeep = 64
+
+// fill sets the scratch to n events; the caller fills them.
+func (sc *eventScratch) fill(n int) {
+	if cap(sc.evs) < n {
+		sc.evs = make([]mvccpb.Event, n)
+		sc.events = make([]*mvccpb.Event, n)
+		sc.kvs = make([]mvccpb.KeyValue, 2*n) // a value and its previous one
+	}
+	sc.evs, sc.events, sc.kvs = sc.evs[:n], sc.events[:0], sc.kvs[:2*n]
+}
+
+// release drops the last batch's references (their keys and values stay
+// the store's, not the stream's) and room past scratchKeep.
+func (sc *eventScratch) release() {
+	clear(sc.evs)
+	clear(sc.events[:cap(sc.events)])
+	clear(sc.kvs)
+	sc.resp, sc.hdr = pb.WatchResponse{}, pb.ResponseHeader{}
+	if cap(sc.evs) > scratchKeep {
+		sc.evs, sc.events, sc.kvs = nil, nil, nil
+	}
 }
 
 // streamWatcher is one watcher of a stream.
@@ -298,7 +343,9 @@ func (st *watchStream) deliver(b mvcc.WatchBatch) error {
 		st.finish(sw, b.Err)
 		return nil
 	}
-	out := make([]*mvccpb.Event, 0, len(b.Events))
+	sc := &st.scratch
+	defer sc.release()
+	sc.fill(len(b.Events))
 	var last int64
 	for i := range b.Events {
 		e := &b.Events[i]
@@ -306,19 +353,24 @@ func (st *watchStream) deliver(b mvcc.WatchBatch) error {
 		if e.Type == mvcc.EventPut && sw.noPut || e.Type == mvcc.EventDelete && sw.noDelete {
 			continue
 		}
-		pe := &mvccpb.Event{Kv: toPBKV(&e.KV)}
+		pe, kv := &sc.evs[i], &sc.kvs[2*i]
+		setPBKV(kv, &e.KV)
+		pe.Kv = kv
 		if e.Type == mvcc.EventDelete {
 			pe.Type = mvccpb.DELETE
 		}
 		if e.PrevKV != nil {
-			pe.PrevKv = toPBKV(e.PrevKV)
+			prev := &sc.kvs[2*i+1]
+			setPBKV(prev, e.PrevKV)
+			pe.PrevKv = prev
 		}
-		out = append(out, pe)
+		sc.events = append(sc.events, pe)
 	}
-	if len(out) == 0 {
+	if len(sc.events) == 0 {
 		return nil
 	}
-	h := st.s.hdr.fill(&pb.ResponseHeader{Revision: last})
+	sc.hdr.Revision = last
+	sc.resp.Header, sc.resp.WatchId, sc.resp.Events = st.s.hdr.fill(&sc.hdr), sw.id, sc.events
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
 	st.mu.Lock()
@@ -328,7 +380,7 @@ func (st *watchStream) deliver(b mvcc.WatchBatch) error {
 		return nil // the client cancelled it meanwhile: nothing after its canceled reply
 	}
 	sw.sent = true
-	return st.sendEventsLocked(&pb.WatchResponse{Header: h, WatchId: sw.id, Events: out}, sw.fragment)
+	return st.sendEventsLocked(&sc.resp, sw.fragment)
 }
 
 // progressTick sends, for each watcher created with progress_notify that
