@@ -377,3 +377,56 @@ func TestWatchProgressFutureStart(t *testing.T) {
 		progress++
 	}
 }
+
+// TestWatchStreamEventsStandAlone checks that a stream's responses carry
+// only their own events: watchers of one stream, with and without
+// previous values and filters, see each event's own type and previous
+// value after the stream sent other watchers' deletes and previous
+// values (the stream reuses one set of messages for its responses).
+func TestWatchStreamEventsStandAlone(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	wctx := clientv3.WithRequireLeader(ctx) // one context: one gRPC stream for all three
+	withPrev := c.Watch(wctx, "r/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
+	plain := c.Watch(wctx, "r/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	putsOnly := c.Watch(wctx, "r/k", clientv3.WithFilterDelete(), clientv3.WithCreatedNotify())
+	for _, wc := range []clientv3.WatchChan{withPrev, plain, putsOnly} {
+		if r := nextResponse(t, wc); !r.Created {
+			t.Fatalf("first response %+v, want its creation", r)
+		}
+	}
+	for _, op := range []clientv3.Op{clientv3.OpPut("r/k", "1"), clientv3.OpPut("r/k", "2"), clientv3.OpDelete("r/k"), clientv3.OpPut("r/k", "3")} {
+		if _, err := c.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Txn(ctx).Then(clientv3.OpPut("r/j", "a"), clientv3.OpPut("r/k", "4")).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	show := func(evs []*clientv3.Event) string {
+		var b strings.Builder
+		for _, e := range evs {
+			fmt.Fprintf(&b, "%s %s=%s", e.Type, e.Kv.Key, e.Kv.Value)
+			if e.PrevKv != nil {
+				fmt.Fprintf(&b, "<%s", e.PrevKv.Value)
+			}
+			b.WriteString("; ")
+		}
+		return b.String()
+	}
+	for _, c := range []struct {
+		name string
+		wc   clientv3.WatchChan
+		n    int
+		want string
+	}{
+		{"with previous values", withPrev, 6, "PUT r/k=1; PUT r/k=2<1; DELETE r/k=<2; PUT r/k=3; PUT r/j=a; PUT r/k=4<3; "},
+		{"without", plain, 6, "PUT r/k=1; PUT r/k=2; DELETE r/k=; PUT r/k=3; PUT r/j=a; PUT r/k=4; "},
+		{"puts only", putsOnly, 4, "PUT r/k=1; PUT r/k=2; PUT r/k=3; PUT r/k=4; "},
+	} {
+		if got := show(collect(t, c.wc, c.n)); got != c.want {
+			t.Errorf("watcher %s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
