@@ -113,8 +113,8 @@ type Config struct {
 	// 8 KB and 2.38x with 32 KB, and reads at 1.06x, 1.03x, 0.93-0.97x and
 	// 0.57x RocksDB's MB per CPU-second (RocksDB 7.8 with 4 KB blocks
 	// stores 1.87x; docs/data/rocksdb-speed.md). The default, 6 KB, is the
-	// size at which Strata both stores more than RocksDB and reads at its
-	// speed. 0 or 1 KiB..1 MiB. The default value is 6144.
+	// one of these sizes at which Strata both stores more than RocksDB and
+	// reads at its speed. 0 or 1 KiB..1 MiB. The default value is 6144.
 	BottommostBlockSize int `toml:"bottommost_block_size" yaml:"bottommost_block_size" json:"bottommost_block_size"`
 
 	// BlockCacheSizeMB is the size of the shared block cache in MB, holding
