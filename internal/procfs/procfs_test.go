@@ -72,3 +72,40 @@ func TestSelf(t *testing.T) {
 	}
 	_ = x
 }
+
+// TestCPUResolution checks that CPU counts below /proc/PID/stat's 10 ms
+// ticks, so a short span of work (a list of 300 pods) reads as more than
+// 0, and that it agrees with /proc/PID/stat.
+func TestCPUResolution(t *testing.T) {
+	pid := os.Getpid()
+	prev, err := CPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallest := 1.0
+	x := 0
+	for range 200 {
+		for i := range 100_000 {
+			x += i
+		}
+		now, err := CPU(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if step := now - prev; step > 0 && step < smallest {
+			smallest = step
+		}
+		prev = now
+	}
+	_ = x
+	if smallest >= 0.005 {
+		t.Errorf("the smallest growth of CPU time seen was %.4f s: want steps below the 10 ms of /proc ticks", smallest)
+	}
+	stat, err := statCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := CPU(pid); now < stat-0.05 || now > stat+0.1 {
+		t.Errorf("CPU = %.3f s, /proc/%d/stat says %.3f s: want them within a few ticks", now, pid, stat)
+	}
+}
