@@ -45,6 +45,14 @@ func TestBlobFilesSeparateLargeValues(t *testing.T) {
 	if bf := m.BlobFiles; bf.Files == 0 || bf.ValueBytes != largeBytes || bf.ReferencedValueBytes != largeBytes {
 		t.Fatalf("blob files after the flush: %+v; want every value of %d bytes and more (%d bytes) and nothing else", bf, cfg.MinBlobSize, largeBytes)
 	}
+	// A table's raw value bytes count its values in blob files whole,
+	// though its blocks hold only references: it was written with its
+	// level's options, and neither Stats nor CompactAll says otherwise.
+	for l, lm := range m.Levels {
+		if lm.Mismatched != 0 {
+			t.Errorf("L%d after the flush: %d of %d tables said not written with the level's options; want none", l, lm.Mismatched, lm.Tables)
+		}
+	}
 	stats, err := db.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +78,23 @@ func TestBlobFilesSeparateLargeValues(t *testing.T) {
 			t.Fatalf("Get(%q) after reopen = %d bytes, %v; want %d bytes", k, len(got), err, len(v))
 		}
 	}
+	// A full compaction leaves every table with its level's options and
+	// the values in blob files: no table is rewritten chunk by chunk (which
+	// would take the values back inline).
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = db.Metrics(); err != nil {
+		t.Fatal(err)
+	}
+	for l, lm := range m.Levels {
+		if lm.Mismatched != 0 {
+			t.Errorf("L%d after CompactAll: %d of %d tables said not written with the level's options; want none", l, lm.Mismatched, lm.Tables)
+		}
+	}
+	if rw := m.Rewrites; rw.Chunks != 0 || m.BlobFiles.ReferencedValueBytes != largeBytes {
+		t.Errorf("CompactAll rewrote %d chunks (%+v), %d bytes of values referenced in blob files; want none rewritten and all %d referenced", rw.Chunks, rw, m.BlobFiles.ReferencedValueBytes, largeBytes)
+	}
 	for k, v := range want {
 		if len(v) >= int(cfg.MinBlobSize) {
 			if err := db.Delete([]byte(k)); err != nil {
@@ -86,6 +111,7 @@ func TestBlobFilesSeparateLargeValues(t *testing.T) {
 	if bf := m.BlobFiles; bf.ReferencedValueBytes != 0 {
 		t.Errorf("blob files after deleting every large value and compacting: %+v; want no value referenced", bf)
 	}
+
 }
 
 // TestBlobFilesOffByDefault: the embedded engine keeps RocksDB's default

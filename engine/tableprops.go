@@ -44,32 +44,42 @@ func levelMismatch(props *sstable.Properties, lo *pebble.LevelOptions, codec, in
 	if props.CompressionName != codec && props.CompressionName != inline {
 		return fmt.Sprintf("codec %s, the level's is %s", props.CompressionName, codec)
 	}
-	if why := blocksMismatch("data blocks", props.RawKeySize+props.RawValueSize, props.NumDataBlocks, lo.BlockSize); why != "" {
+	// RawValueSize counts a value kept in a blob file at its full size,
+	// although the data block holds only a reference to it: with such
+	// values the blocks hold at least the keys and at most keys plus values.
+	low, high := props.RawKeySize+props.RawValueSize, props.RawKeySize+props.RawValueSize
+	if props.NumValuesInBlobFiles > 0 {
+		low = props.RawKeySize
+	}
+	if why := blocksMismatch("data blocks", low, high, props.NumDataBlocks, lo.BlockSize); why != "" {
 		return why
 	}
 	// A table whose index fits in one block has no partitions; a larger one
 	// has index partitions of about the index block size.
-	if why := blocksMismatch("index blocks", props.IndexSize-props.TopLevelIndexSize, max(props.IndexPartitions, 1), lo.IndexBlockSize); why != "" {
+	index := props.IndexSize - props.TopLevelIndexSize
+	if why := blocksMismatch("index blocks", index, index, max(props.IndexPartitions, 1), lo.IndexBlockSize); why != "" {
 		return why
 	}
 	return filterMismatch(props, lo.FilterPolicy)
 }
 
-// blocksMismatch judges n blocks holding total bytes against a target block
-// size (see the comment at the top of the file).
-func blocksMismatch(what string, total, n uint64, target int) string {
+// blocksMismatch judges n blocks holding between low and high bytes in all
+// against a target block size (see the comment at the top of the file):
+// the blocks are too large only if low says so, too small only if high
+// does.
+func blocksMismatch(what string, low, high, n uint64, target int) string {
 	if n == 0 || target <= 0 {
 		return ""
 	}
 	t := uint64(target)
 	switch {
-	case n == 1 && total > tableBlockSlack*t:
-		return fmt.Sprintf("one block of %s holding %d bytes, the level's target is %s", what, total, formatBytes(t))
-	case n > 1 && total/n > tableBlockSlack*t:
-		return fmt.Sprintf("%s of ~%s, the level's are %s", what, formatBytes(total/n), formatBytes(t))
-	case n > 1 && total/(n-1) < t/tableBlockSlack:
+	case n == 1 && low > tableBlockSlack*t:
+		return fmt.Sprintf("one block of %s holding %d bytes, the level's target is %s", what, low, formatBytes(t))
+	case n > 1 && low/n > tableBlockSlack*t:
+		return fmt.Sprintf("%s of ~%s, the level's are %s", what, formatBytes(low/n), formatBytes(t))
+	case n > 1 && high/(n-1) < t/tableBlockSlack:
 		// Every block but the last is at least half the target.
-		return fmt.Sprintf("%s of ~%s, the level's are %s", what, formatBytes(total/n), formatBytes(t))
+		return fmt.Sprintf("%s of ~%s, the level's are %s", what, formatBytes(high/n), formatBytes(t))
 	}
 	return ""
 }

@@ -66,6 +66,19 @@ func TestLevelMismatch(t *testing.T) {
 			t.Errorf("a %s table in a level of split codecs: %q, want %q", codec, got, want)
 		}
 	}
+	// A table whose values are in blob files holds only their references in
+	// its blocks, though RawValueSize counts the values whole: 300 pods of
+	// 14 KB behind 20 KB of keys in 4 blocks of a 32 KB level hold.
+	separated := table("ZSTD", 32768, 0)
+	separated.RawKeySize, separated.RawValueSize, separated.NumDataBlocks, separated.NumValuesInBlobFiles = 20_000, 300*14_000, 4, 300
+	if got := levelMismatch(separated, level(32768, 0), "ZSTD", "ZSTD"); got != "" {
+		t.Errorf("a table of 300 values in blob files in 4 blocks of a 32 KB level: %q, want it to hold", got)
+	}
+	// Its keys alone still tell blocks far over the target.
+	separated.RawKeySize, separated.NumDataBlocks = 4*300_000, 4
+	if got := levelMismatch(separated, level(32768, 0), "ZSTD", "ZSTD"); !strings.HasPrefix(got, "data blocks of ~293") {
+		t.Errorf("4 blocks of 300 KB of keys in a 32 KB level: %q, want a data block mismatch", got)
+	}
 	// A one-block table fits every target it does not exceed.
 	small := table("ZSTD", 4096, 10)
 	small.RawKeySize, small.RawValueSize, small.NumDataBlocks = 100, 3000, 1
