@@ -210,7 +210,7 @@ type Config struct {
 	MinBlobSize int64 `toml:"min_blob_size" yaml:"min_blob_size" json:"min_blob_size"`
 
 	// EnableBlobGarbageCollection rewrites blob files once a fifth of their
-	// values are no longer referenced and they are at least five minutes
+	// values are no longer referenced and they are at least a minute
 	// old, so that deleted and overwritten values give their space back
 	// (Pebble's blob rewrite compactions, TargetGarbageRatio 0.2). With
 	// false a blob file is deleted only when no key references any of its

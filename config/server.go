@@ -81,8 +81,9 @@ type ServerConfig struct {
 	// docs/mvcc.md). Without it the dropped revisions' tombstones stay
 	// above their values, which the engine's own compactions never reach,
 	// and the store keeps every version ever written. The default value is
-	// false: on Kubernetes-sized writes compacted every minute it cost half
-	// again the server's CPU for 28% less disk.
+	// false: on 1,000,000 pod updates compacted every 30 s it gave 0.45x
+	// the disk for 1.07x the server's CPU, but puts stopped for 2-3 s at a
+	// time, three times in the load.
 	ReclaimHistory bool `toml:"reclaim_history" yaml:"reclaim_history" json:"reclaim_history"`
 
 	// AuthToken is the kind of token Authenticate hands out once auth is

@@ -80,8 +80,11 @@ const (
 	// ones: a point read of a separated value looks in at most this many.
 	maxBlobReferenceDepth = 10
 	// blobRewriteMinimumAge keeps a young blob file, whose garbage may yet
-	// grow, from being rewritten.
-	blobRewriteMinimumAge = 5 * time.Minute
+	// grow, from being rewritten. A minute rather than CockroachDB's 5:
+	// with server.reclaim_history, 100,000 pods updated 1,000,000 times and
+	// compacted every 30 s left 1,085 MB on disk instead of 2,048 (etcd
+	// 3.7.3: 3,631), for 3% more server CPU (docs/mvcc.md).
+	blobRewriteMinimumAge = time.Minute
 	// blobGarbageRatio is the share of unreferenced values at which
 	// enable_blob_garbage_collection rewrites a blob file.
 	blobGarbageRatio = 0.2
