@@ -81,9 +81,10 @@ const (
 	maxBlobReferenceDepth = 10
 	// blobRewriteMinimumAge keeps a young blob file, whose garbage may yet
 	// grow, from being rewritten. A minute rather than CockroachDB's 5:
-	// with server.reclaim_history, 100,000 pods updated 1,000,000 times and
-	// compacted every 30 s left 1,085 MB on disk instead of 2,048 (etcd
-	// 3.7.3: 3,631), for 3% more server CPU (docs/mvcc.md).
+	// 100,000 pods updated 1,000,000 times and compacted every 30 s left
+	// 1,551 MB on disk instead of 2,419, and 776-1,085 instead of 2,048
+	// with server.reclaim_history (etcd 3.7.3: 3,631), for 3-8% more
+	// server CPU in single runs (docs/mvcc.md).
 	blobRewriteMinimumAge = time.Minute
 	// blobGarbageRatio is the share of unreferenced values at which
 	// enable_blob_garbage_collection rewrites a blob file.
