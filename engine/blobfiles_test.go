@@ -111,7 +111,6 @@ func TestBlobFilesSeparateLargeValues(t *testing.T) {
 	if bf := m.BlobFiles; bf.ReferencedValueBytes != 0 {
 		t.Errorf("blob files after deleting every large value and compacting: %+v; want no value referenced", bf)
 	}
-
 }
 
 // TestBlobFilesOffByDefault: the embedded engine keeps RocksDB's default
