@@ -1,9 +1,9 @@
 // Package procfs reads what Strata's measurements need to know about a
 // process and the machine from Linux's /proc and the kernel's per-process
-// CPU clocks: CPU time, resident memory and total memory. It is the one reader of those files, shared by the
-// server benchmarks (internal/bench), the store rows of the key-index
-// memory measurement (internal/indexmem) and tune memory's size check
-// (internal/tune). On a system without /proc every function returns an
+// CPU clocks: CPU time, resident memory and total memory. It is the one
+// reader of those files, shared by the server benchmarks (internal/bench),
+// the store rows of the key-index memory measurement (internal/indexmem)
+// and tune memory's size check (internal/tune). On a system without /proc every function returns an
 // error saying so.
 package procfs
 
