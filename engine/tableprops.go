@@ -47,7 +47,8 @@ func levelMismatch(props *sstable.Properties, lo *pebble.LevelOptions, codec, in
 	// RawValueSize counts a value kept in a blob file at its full size,
 	// although the data block holds only a reference to it: with such
 	// values the blocks hold at least the keys and at most keys plus values.
-	low, high := props.RawKeySize+props.RawValueSize, props.RawKeySize+props.RawValueSize
+	high := props.RawKeySize + props.RawValueSize
+	low := high
 	if props.NumValuesInBlobFiles > 0 {
 		low = props.RawKeySize
 	}

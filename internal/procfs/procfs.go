@@ -3,8 +3,8 @@
 // CPU clocks: CPU time, resident memory and total memory. It is the one
 // reader of those files, shared by the server benchmarks (internal/bench),
 // the store rows of the key-index memory measurement (internal/indexmem)
-// and tune memory's size check (internal/tune). On a system without /proc every function returns an
-// error saying so.
+// and tune memory's size check (internal/tune). On a system without /proc
+// every function returns an error saying so.
 package procfs
 
 import (
