@@ -86,6 +86,15 @@ type ServerConfig struct {
 	// all, 2-3 at a time, against 0-1 without it; two runs since the blob
 	// reference depth went to 40 had none (docs/mvcc.md).
 	ReclaimHistory bool `toml:"reclaim_history" yaml:"reclaim_history" json:"reclaim_history"`
+	// CompressValues compresses each value of 512 bytes or more alone,
+	// against a dictionary of the values written before it (S2 with a
+	// dictionary, mvcc.Options.RawValues off; see docs/mvcc.md), before
+	// it reaches the WAL. Kubernetes objects repeat each other far more
+	// than they repeat themselves: a pod alone compresses about 8x this
+	// way against 4.9x for the engine's blocks of two pods, and a read
+	// decompresses its own value only. The default value is true; false
+	// stores values as clients sent them (values compressed already).
+	CompressValues bool `toml:"compress_values" yaml:"compress_values" json:"compress_values"`
 
 	// AuthToken is the kind of token Authenticate hands out once auth is
 	// enabled, in etcd's --auth-token form: "simple" (a random string the
@@ -130,6 +139,7 @@ func defaultServer() ServerConfig {
 		MaxValueBytes:        MaxValueBytesLimit,
 		MaxConcurrentStreams: 1<<32 - 1,
 		MemoryBudgetMB:       32,
+		CompressValues:       true,
 
 		WatchProgressNotifyIntervalMS: 600000,
 

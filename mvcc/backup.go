@@ -169,7 +169,7 @@ func isUnversionedBackup(r io.ReaderAt, size int64) error {
 // isStoreKeyPrefix reports whether c starts a key of the store's key
 // space, in today's layout or the one before (see codec.go).
 func isStoreKeyPrefix(c byte) bool {
-	return c == revPrefix || c == metaPrefix || c == leasePrefix || c == auxPrefix || c == oldMetaPrefix || c == oldLeasePrefix
+	return c == revPrefix || c == dictPrefix || c == metaPrefix || c == leasePrefix || c == auxPrefix || c == oldMetaPrefix || c == oldLeasePrefix
 }
 
 // describeHead shows the first bytes of a file for an error message: up

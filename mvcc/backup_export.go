@@ -93,6 +93,9 @@ func (s *Store) Export(version func(Version) error) (Exported, error) {
 			continue // the record says it all
 		}
 		rec, err := decodeRecord(it.Value())
+		if err == nil {
+			_, err = s.dicts.expand(nil, &rec)
+		}
 		if err != nil {
 			return Exported{}, fmt.Errorf("mvcc: export: revision %d.%d: %w", r.Main, r.Sub, err)
 		}

@@ -12,6 +12,7 @@ import (
 //
 //	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian)      ->  record
 //	'r' main(8 bytes, big-endian) sub(8 bytes, big-endian) 'i'  ->  index record
+//	'v' name (8 bytes, big-endian)                          ->  value dictionary (valuedict.go)
 //	'x' aux key (the caller's, see AuxWrite)                    ->  the caller's value
 //	'y' lease ID (8 bytes, big-endian, as uint64)           ->  TTL, 8-byte big-endian int64
 //	'z' name                                                ->  8-byte big-endian int64
@@ -169,20 +170,25 @@ func decodeInt64(name []byte, b []byte) (int64, error) {
 //	mod      uvarint mod_revision (the revision key's main revision)
 //	version  uvarint version (0 for a tombstone)
 //	lease    uvarint lease ID as uint64, only if flags bit 1 is set
-//	value    the rest (empty for a tombstone)
+//	dict     8 bytes, big-endian, the name of the dictionary the value is
+//	         compressed against (valuedict.go), only if flags bit 2 is set
+//	value    the rest (empty for a tombstone), compressed if bit 2 is set
 //
 // Every uvarint is minimally encoded, so a record has exactly one encoding
 // and decode(encode(r)) == r, encode(decode(b)) == b.
 //
 // A revision's index record (see the key space above) is its record's
-// encoding without the value (indexRecord): it decodes as the same record
-// with a nil value, with one decoder for both.
+// encoding without the value (appendIndexRecord): it decodes as the same
+// record with a nil value, with one decoder for both.
 type record struct {
 	key, value  []byte
 	create, mod int64
 	version     int64
 	lease       int64
 	tomb        bool
+	// dict names the dictionary value is compressed against; 0 if value
+	// is as written (valueDicts.expand decompresses it).
+	dict uint64
 }
 
 // Records written before leases existed have no lease flag and decode with
@@ -191,15 +197,24 @@ const (
 	recordFormat = 1
 	flagTomb     = 1
 	flagLease    = 2
+	flagDict     = 4
 )
 
-func appendRecord(b []byte, r *record) []byte {
+// appendRecord appends r's encoding, its value as it is.
+func appendRecord(b []byte, r *record) []byte { return appendPackedRecord(b, r, 0, r.value) }
+
+// appendPackedRecord appends r's encoding with value as its value: r's
+// compressed against dictionary dict, or r's own if dict is 0.
+func appendPackedRecord(b []byte, r *record, dict uint64, value []byte) []byte {
 	var flags byte
 	if r.tomb {
 		flags |= flagTomb
 	}
 	if r.lease != 0 {
 		flags |= flagLease
+	}
+	if dict != 0 {
+		flags |= flagDict
 	}
 	b = append(b, recordFormat, flags)
 	b = binary.AppendUvarint(b, uint64(len(r.key)))
@@ -210,12 +225,15 @@ func appendRecord(b []byte, r *record) []byte {
 	if r.lease != 0 {
 		b = binary.AppendUvarint(b, uint64(r.lease))
 	}
-	return append(b, r.value...)
+	if dict != 0 {
+		b = binary.BigEndian.AppendUint64(b, dict)
+	}
+	return append(b, value...)
 }
 
-// indexRecord returns the index record of enc, the encoding of r: enc
-// without r's value. It aliases enc.
-func indexRecord(enc []byte, r *record) []byte { return enc[:len(enc)-len(r.value)] }
+// appendIndexRecord appends the index record of r: its encoding without
+// the value.
+func appendIndexRecord(b []byte, r *record) []byte { return appendPackedRecord(b, r, 0, nil) }
 
 // decodeRecord parses a record; key and value alias b. It accepts exactly
 // the records appendRecord produces for valid input and reports anything
@@ -228,11 +246,11 @@ func decodeRecord(b []byte) (record, error) {
 	if b[0] != recordFormat {
 		return r, fmt.Errorf("%w: record format %d, want %d", ErrCorrupt, b[0], recordFormat)
 	}
-	if b[1]&^(flagTomb|flagLease) != 0 {
+	if b[1]&^(flagTomb|flagLease|flagDict) != 0 {
 		return r, fmt.Errorf("%w: record flags %#x", ErrCorrupt, b[1])
 	}
 	r.tomb = b[1]&flagTomb != 0
-	hasLease := b[1]&flagLease != 0
+	hasLease, hasDict := b[1]&flagLease != 0, b[1]&flagDict != 0
 	b = b[2:]
 	keyLen, b, err := uvarint(b, "key length", keyindex.MaxKeySize)
 	if err != nil {
@@ -261,6 +279,15 @@ func decodeRecord(b []byte) (record, error) {
 		r.lease, b = int64(v), b[n:]
 		if r.tomb {
 			return r, fmt.Errorf("%w: tombstone with lease %d", ErrCorrupt, r.lease)
+		}
+	}
+	if hasDict {
+		if len(b) < dictNameLen {
+			return r, fmt.Errorf("%w: record dictionary name of %d bytes", ErrCorrupt, len(b))
+		}
+		r.dict, b = binary.BigEndian.Uint64(b), b[dictNameLen:]
+		if r.dict == 0 || r.tomb || len(b) == 0 {
+			return r, fmt.Errorf("%w: record compressed against dictionary %016x with %d value bytes (tombstone %t)", ErrCorrupt, r.dict, len(b), r.tomb)
 		}
 	}
 	r.value = b[:len(b):len(b)]

@@ -30,10 +30,15 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestRecordCorrupt(t *testing.T) {
 	good := appendRecord(nil, &record{key: []byte("k"), value: []byte("v"), create: 3, mod: 4, version: 2})
+	namedZero := appendRecord(nil, &record{key: []byte("k"), value: append(make([]byte, dictNameLen), 'x'), create: 3, mod: 4, version: 2})
+	namedZero[1] |= flagDict
 	for name, b := range map[string][]byte{
 		"empty":              nil,
 		"format":             append([]byte{2}, good[1:]...),
-		"flags":              append([]byte{1, 4}, good[2:]...),
+		"flags":              append([]byte{1, 8}, good[2:]...),
+		"dict, no name":      append([]byte{1, flagDict}, good[2:]...),
+		"dict named 0":       namedZero,
+		"tombstone, dict":    appendPackedRecord(nil, &record{key: []byte("k"), mod: 4, tomb: true}, 7, []byte("x")),
 		"truncated key":      good[:3],
 		"no revisions":       good[:4],
 		"overlong varint":    {1, 0, 0x81, 0x00, 'k', 1, 1, 1},
@@ -57,6 +62,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendRecord(nil, &record{key: []byte("abc"), value: []byte("xyz"), create: 300, mod: 70000, version: 2}))
 	f.Add(appendRecord(nil, &record{key: []byte("gone"), mod: 9, tomb: true}))
 	f.Add(appendRecord(nil, &record{key: []byte("leased"), value: []byte("v"), create: 2, mod: 3, version: 2, lease: 7}))
+	f.Add(appendPackedRecord(nil, &record{key: []byte("packed"), create: 2, mod: 3, version: 2}, 0xfeed, []byte("compressed")))
 	f.Add([]byte{1, 0, 0x81, 0x00, 'k', 1, 1, 1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -67,7 +73,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if again := appendRecord(nil, &r); !bytes.Equal(again, b) {
+		if again := appendPackedRecord(nil, &r, r.dict, r.value); !bytes.Equal(again, b) {
 			t.Fatalf("decode(%x) = %+v re-encodes to %x", b, r, again)
 		}
 	})

@@ -146,13 +146,13 @@ func (t *writeTxn) fetch(r keyindex.Revision) (record, error) {
 // engine. The record's key and value are the caller's.
 func (s *Store) fetch(r keyindex.Revision) (record, error) {
 	if enc, ok := s.recs.get(r); ok {
-		return decodeRecord(append([]byte(nil), enc...))
+		return s.decodeOwned(append([]byte(nil), enc...))
 	}
 	v, err := s.db.Get(revKey(r))
 	if err != nil {
 		return record{}, s.readError(r, err)
 	}
-	rec, err := decodeRecord(v)
+	rec, err := s.decodeOwned(v)
 	if err == nil {
 		s.recs.add(r, v)
 	}
@@ -234,8 +234,10 @@ var scratches = sync.Pool{New: func() any { return new(scratch) }}
 func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 	for i := range t.writes {
 		r := t.writes[i].record()
-		sc.val = appendRecord(sc.val[:0], &r)
 		var err error
+		if sc.val, err = t.s.dicts.appendRecord(eb, sc.val[:0], &r); err != nil {
+			return nil, err
+		}
 		if sc.key, err = putRevision(eb, sc.key, t.writes[i].rev, &r, sc.val); err != nil {
 			return nil, err
 		}
@@ -406,15 +408,17 @@ func (s *Store) failure() error {
 	return nil
 }
 
-// putRevision adds to eb revision rev's record, enc (the encoding of r),
-// and its index record, which Open reads instead of the record (see
-// codec.go). key is scratch space for the engine keys, returned for
-// reuse.
+// putRevision adds to eb revision rev's record, enc (the encoding of r,
+// its value compressed or not), and its index record, which Open reads
+// instead of the record (see codec.go). key is scratch space for the
+// engine keys and the index record, returned for reuse.
 func putRevision(eb *engine.Batch, key []byte, rev keyindex.Revision, r *record, enc []byte) ([]byte, error) {
 	key = appendRevKey(key[:0], rev)
 	if err := eb.Put(key, enc); err != nil {
 		return key, err
 	}
 	key = append(key, revIndexSuffix)
-	return key, eb.Put(key, indexRecord(enc, r))
+	n := len(key)
+	key = appendIndexRecord(key, r)
+	return key[:n], eb.Put(key[:n], key[n:])
 }

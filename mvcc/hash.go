@@ -58,8 +58,12 @@ func (s *Store) HashKV(rev int64) (hash uint32, hashRev, compactRev int64, err e
 			// (before index records) hashes alike.
 			continue
 		}
+		v, err := s.dicts.plain(it.Value())
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("mvcc: hash: revision key %x: %w", it.Key(), err)
+		}
 		h.Write(it.Key())
-		h.Write(it.Value())
+		h.Write(v)
 	}
 	if err := it.Error(); err != nil {
 		return 0, 0, 0, fmt.Errorf("mvcc: hash: %w", err)

@@ -174,7 +174,7 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 		ra, rb := hits[a].keyRev.Mod, hits[b].keyRev.Mod
 		return cmp.Or(cmp.Compare(ra.Main, rb.Main), cmp.Compare(ra.Sub, rb.Sub))
 	})
-	var rk []byte
+	var rk, vbuf []byte
 	var ar recordArena
 	for n, i := range order {
 		h := hits[i]
@@ -187,6 +187,10 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 			return RangeResult{}, s.readError(h.keyRev.Mod, err)
 		}
 		rec, err := decodeRecord(it.Value())
+		if err == nil {
+			// Into vbuf, reused: the arena copies the value.
+			vbuf, err = s.dicts.expand(vbuf, &rec)
+		}
 		if err != nil {
 			return RangeResult{}, err
 		}

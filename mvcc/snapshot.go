@@ -158,6 +158,7 @@ func (p *PreparedRestore) Commit() error {
 	s.rebuild, s.origin = fresh.rebuild, fresh.origin
 	s.counts.reset()
 	s.recs.reset()
+	s.dicts.adopt(fresh.dicts)
 	s.leftover = nil
 	s.mu.Unlock()
 	s.watchMu.Lock()

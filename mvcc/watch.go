@@ -504,7 +504,7 @@ func (s *Store) prevKV(r keyindex.Revision) *KeyValue {
 	if err != nil {
 		return nil
 	}
-	rec, err := decodeRecord(v)
+	rec, err := s.decodeOwned(v)
 	if err != nil || rec.tomb {
 		return nil
 	}
@@ -567,9 +567,15 @@ func (s *Store) history(w *Watcher, next int64) (evs []wevent, upTo int64, err e
 		if !w.r.contains(rec.key) {
 			continue
 		}
+		packed := rec.dict != 0
+		if _, err := w.s.dicts.expand(nil, &rec); err != nil {
+			return nil, 0, err
+		}
 		kv := rec.kv()
 		kv.Key = bytes.Clone(kv.Key)
-		kv.Value = bytes.Clone(kv.Value)
+		if !packed {
+			kv.Value = bytes.Clone(kv.Value) // else expand's, the caller's
+		}
 		e := wevent{ev: Event{Type: EventPut, KV: kv}}
 		if rec.tomb {
 			e.ev.Type = EventDelete

@@ -3,7 +3,9 @@ package admin
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,8 +20,17 @@ func TestServeKeepsLargeValuesInBlobFiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, c := startServe(t, t.TempDir())
-	value := func(i int) string { return fmt.Sprintf("%08d%s", i, strings.Repeat(`{"kind":"Pod","spec":{}}`, 300)) }
-	const n = 600 // 4.4 MB: more than the 2 MB memtable of a 16 MB budget, so it flushes
+	// Random hex: the server compresses values against a dictionary of
+	// earlier ones (server.compress_values), and these stay 8 KB.
+	value := func(i int) string {
+		r := rand.New(rand.NewPCG(uint64(i), 1))
+		b := make([]byte, 0, 4096)
+		for len(b) < cap(b) {
+			b = binary.LittleEndian.AppendUint64(b, r.Uint64())
+		}
+		return fmt.Sprintf("%08d%x", i, b)
+	}
+	const n = 600 // 4.9 MB: more than the 2 MB memtable of a 16 MB budget, so it flushes
 	for i := range n {
 		if _, err := c.Put(ctx, fmt.Sprintf("/registry/pods/default/p%04d", i), value(i)); err != nil {
 			t.Fatal(err)
