@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -32,9 +33,10 @@ import (
 // its dictionary by the first 8 bytes of the dictionary's SHA-256: the
 // same name means the same bytes, in any store, so a snapshot's
 // dictionaries and this store's never clash. Dictionaries are never
-// deleted (each is at most 64 KB; a new one is made only when the values
-// written stop compressing against the current one), and metaValueDict
-// names the one in use, so a restart goes on with it.
+// deleted (each is at most 64 KB, and a new one replaces the one in use
+// only when it compresses the values written since far better; at most
+// one per dictCheckEvery of values), and metaValueDict names the one in
+// use, so a restart goes on with it.
 const (
 	// dictPrefix is the key space of the dictionaries: 'v' and the 8-byte
 	// name -> the dictionary (s2.Dict.Bytes).
@@ -47,12 +49,16 @@ const (
 	// dictSize is the bytes of recent values a dictionary holds: S2's
 	// largest.
 	dictSize = s2.MaxDictSize
-	// dictWindow is the bytes of values over which the compression ratio
-	// is measured, to tell when the values changed: a new dictionary is
-	// made once the ratio over a window falls below dictRetrain of the
-	// ratio over the first window after the current one was made.
-	dictWindow  = 32 << 20
-	dictRetrain = 0.8
+	// dictCheckEvery is how many bytes of values go by between two
+	// checks that the dictionary in use still fits them: the next
+	// dictSize bytes of values then make a candidate, the dictTrial bytes
+	// after are compressed with both, and the candidate replaces the one
+	// in use if it compressed them to under dictSwitch of the bytes. The
+	// first values of a cluster (its RBAC roles, say) make a dictionary
+	// that fits its pods poorly; a check replaces it once pods come.
+	dictCheckEvery = 256 << 20
+	dictTrial      = 256 << 10
+	dictSwitch     = 0.85
 )
 
 // metaValueDict names the dictionary new values are compressed against.
@@ -70,9 +76,9 @@ func dictName(b []byte) uint64 {
 }
 
 // valueDicts holds the store's dictionaries, for readers, and the
-// writer's state: the dictionary in use, the values sampled for the next
-// one, the ratio measured. Readers need no lock; the writer's state is
-// guarded by the store's writeMu.
+// writer's state: the dictionary in use and where the next check stands.
+// Readers need no lock; the writer's state is guarded by the store's
+// writeMu.
 type valueDicts struct {
 	// byName maps a name to its dictionary; replaced whole when one is
 	// added (copy on write), so readers load it without a lock.
@@ -84,19 +90,32 @@ type valueDicts struct {
 	// The writer's state, under writeMu.
 	cur       *s2.Dict
 	curName   uint64
-	persisted bool   // cur and metaValueDict are in the engine
-	sampling  bool   // gathering values for a new dictionary
-	sample    []byte // the last values written, while sampling
-	// firstRatio is the compression ratio over the first window after
-	// cur was made, 0 until it is measured; raw and packed count the
-	// bytes of the window under way.
-	firstRatio  float64
-	raw, packed int64
-	scratch     []byte
+	persisted bool // cur and metaValueDict are in the engine
+	// phase is what the writer does with the values it writes besides
+	// compressing them: gathers them for a candidate, tries the
+	// candidate on them, or counts them until the next check.
+	phase     dictPhase
+	sample    []byte   // the values gathered for the candidate
+	candidate *s2.Dict // while trying
+	// untilCheck counts down the bytes until the next check; trialRaw,
+	// trialCur and trialCand sum the bytes of the trial as written and
+	// as each dictionary compressed them.
+	untilCheck                    int64
+	checkEvery                    int64 // dictCheckEvery; tests lower it
+	trialRaw, trialCur, trialCand int64
+	scratch, trialScratch         []byte
 }
 
+type dictPhase int
+
+const (
+	dictGathering dictPhase = iota
+	dictTrying
+	dictCounting
+)
+
 func newValueDicts(off bool) *valueDicts {
-	d := &valueDicts{off: off, sampling: true}
+	d := &valueDicts{off: off, phase: dictGathering, checkEvery: dictCheckEvery}
 	d.byName.Store(&map[uint64]*s2.Dict{})
 	return d
 }
@@ -126,7 +145,9 @@ func (d *valueDicts) load(db *engine.DB) error {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		k, v := it.Key(), it.Value()
+		// The dictionary keeps the bytes it is made of: a copy, not the
+		// iterator's.
+		k, v := it.Key(), bytes.Clone(it.Value())
 		dict := s2.NewDict(v)
 		if len(k) != dictKeyLen || dict == nil || dictName(v) != binary.BigEndian.Uint64(k[1:]) {
 			return fmt.Errorf("mvcc: Open: %w: value dictionary %q of %d bytes", ErrCorrupt, k, len(v))
@@ -151,7 +172,7 @@ func (d *valueDicts) load(db *engine.DB) error {
 	if !ok {
 		return fmt.Errorf("mvcc: Open: %w: %s names dictionary %016x, which the store does not hold", ErrCorrupt, metaValueDict, name)
 	}
-	d.cur, d.curName, d.persisted, d.sampling = dict, name, true, false
+	d.use(name, dict, true)
 	return nil
 }
 
@@ -161,8 +182,20 @@ func (d *valueDicts) adopt(fresh *valueDicts) {
 	for name, dict := range *fresh.byName.Load() {
 		d.add(name, dict)
 	}
-	d.cur, d.curName, d.persisted, d.sampling = fresh.cur, fresh.curName, fresh.persisted, fresh.sampling
-	d.sample, d.firstRatio, d.raw, d.packed = nil, 0, 0, 0
+	if fresh.cur == nil {
+		d.cur, d.curName, d.persisted = nil, 0, false
+		d.phase, d.sample, d.candidate = dictGathering, nil, nil
+		return
+	}
+	d.use(fresh.curName, fresh.cur, fresh.persisted)
+}
+
+// use makes dict, named name, the one new values are compressed against,
+// and starts counting toward the next check.
+func (d *valueDicts) use(name uint64, dict *s2.Dict, persisted bool) {
+	d.add(name, dict)
+	d.cur, d.curName, d.persisted = dict, name, persisted
+	d.phase, d.untilCheck, d.sample, d.candidate = dictCounting, d.checkEvery, nil, nil
 }
 
 // appendRecord appends r's encoding to b, its value compressed if that
@@ -172,62 +205,81 @@ func (d *valueDicts) appendRecord(eb *engine.Batch, b []byte, r *record) ([]byte
 	if d.off || len(r.value) < dictMinValue {
 		return appendRecord(b, r), nil
 	}
-	if d.sampling {
+	if d.phase == dictGathering {
 		d.gather(r.value)
 	}
 	if d.cur == nil {
 		return appendRecord(b, r), nil
 	}
 	d.scratch = d.cur.Encode(d.scratch[:0], r.value)
-	d.measure(len(r.value), len(d.scratch))
-	if len(d.scratch) > len(r.value)-len(r.value)/8 {
-		return appendRecord(b, r), nil
-	}
-	if !d.persisted {
-		if err := eb.Put(dictKey(d.curName), d.cur.Bytes()); err != nil {
-			return b, err
+	packed := len(d.scratch)
+	if packed > len(r.value)-len(r.value)/8 {
+		b = appendRecord(b, r)
+	} else {
+		if !d.persisted {
+			if err := eb.Put(dictKey(d.curName), d.cur.Bytes()); err != nil {
+				return b, err
+			}
+			if err := eb.Put(metaValueDict, binary.BigEndian.AppendUint64(nil, d.curName)); err != nil {
+				return b, err
+			}
+			d.persisted = true
 		}
-		if err := eb.Put(metaValueDict, binary.BigEndian.AppendUint64(nil, d.curName)); err != nil {
-			return b, err
-		}
-		d.persisted = true
+		b = appendPackedRecord(b, r, d.curName, d.scratch)
 	}
-	return appendPackedRecord(b, r, d.curName, d.scratch), nil
+	// Only now: a trial may change the dictionary in use.
+	switch d.phase {
+	case dictCounting:
+		if d.untilCheck -= int64(len(r.value)); d.untilCheck <= 0 {
+			d.phase = dictGathering
+		}
+	case dictTrying:
+		d.try(r.value, packed)
+	}
+	return b, nil
 }
 
-// gather adds v to the sample and makes the next dictionary once the
-// sample holds dictSize bytes.
+// gather adds v to the sample; once it holds dictSize bytes they make a
+// dictionary: the first one, used at once, or a candidate to try.
 func (d *valueDicts) gather(v []byte) {
 	d.sample = append(d.sample, v...)
 	if len(d.sample) < dictSize {
 		return
 	}
+	// The dictionary keeps the bytes it is made of: the next sample
+	// starts in a new buffer.
 	dict := s2.MakeDict(d.sample[len(d.sample)-dictSize:], nil)
-	d.sample = d.sample[:0]
+	d.sample = nil
 	if dict == nil || dictName(dict.Bytes()) == 0 {
-		return // 0 names no dictionary in a record
-	}
-	d.cur, d.curName, d.persisted, d.sampling = dict, dictName(dict.Bytes()), false, false
-	d.firstRatio, d.raw, d.packed = 0, 0, 0
-	d.add(d.curName, dict)
-}
-
-// measure counts a value compressed, and starts sampling for a new
-// dictionary when the values stopped compressing as well as they did.
-func (d *valueDicts) measure(raw, packed int) {
-	d.raw += int64(raw)
-	d.packed += int64(min(packed, raw))
-	if d.raw < dictWindow {
+		// No dictionary (0 names none in a record): count to the next
+		// check.
+		d.phase, d.untilCheck = dictCounting, d.checkEvery
 		return
 	}
-	ratio := float64(d.raw) / float64(d.packed)
-	d.raw, d.packed = 0, 0
-	switch {
-	case d.firstRatio == 0:
-		d.firstRatio = ratio
-	case ratio < dictRetrain*d.firstRatio:
-		d.sampling = true
+	if d.cur == nil {
+		d.use(dictName(dict.Bytes()), dict, false)
+		return
 	}
+	d.phase, d.candidate = dictTrying, dict
+	d.trialRaw, d.trialCur, d.trialCand = 0, 0, 0
+}
+
+// try compresses v, which the dictionary in use compressed to packed
+// bytes, with the candidate too; after dictTrial bytes the candidate
+// replaces the one in use if it did far better.
+func (d *valueDicts) try(v []byte, packed int) {
+	d.trialScratch = d.candidate.Encode(d.trialScratch[:0], v)
+	d.trialRaw += int64(len(v))
+	d.trialCur += int64(min(packed, len(v)))
+	d.trialCand += int64(min(len(d.trialScratch), len(v)))
+	if d.trialRaw < dictTrial {
+		return
+	}
+	if float64(d.trialCand) < dictSwitch*float64(d.trialCur) {
+		d.use(dictName(d.candidate.Bytes()), d.candidate, false)
+		return
+	}
+	d.phase, d.untilCheck, d.candidate = dictCounting, d.checkEvery, nil
 }
 
 // expand decompresses r's value if it is compressed, into dst's space,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -253,4 +254,44 @@ func TestValueDictionaryMissing(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte(fmt.Sprintf("%x", key[1:]))) {
 		t.Fatalf("range of a record without its dictionary: %v, want ErrCorrupt naming the dictionary", err)
 	}
+}
+
+// TestValueDictionaryFollowsTheValues: a dictionary made from values
+// unlike those written later (random bytes first, as a cluster's first
+// objects are unlike its pods) is replaced at the next check by one made
+// from the later values, and a check makes at most one dictionary.
+func TestValueDictionaryFollowsTheValues(t *testing.T) {
+	pods := workload.NewPods(13)
+	s, db := newMemStore(t, Options{})
+	s.dicts.checkEvery = 1 << 20
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 8 {
+		v := make([]byte, 8<<10)
+		for j := range v {
+			v[j] = "0123456789abcdef"[rng.IntN(16)]
+		}
+		if _, err := s.Put(fmt.Appendf(nil, "/other/s%d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putPods(t, s, pods, 0, 40, 1)
+	if n := countDicts(t, db); n != 1 {
+		t.Fatalf("%d dictionaries after 40 pods (0.5 MB), want the first one only", n)
+	}
+	before, _ := storedValueBytes(t, db)
+	putPods(t, s, pods, 0, 300, 2)
+	after, _ := storedValueBytes(t, db)
+	raw := 0
+	for i := range 300 {
+		raw += len(pods.Pod(i, 2))
+	}
+	n := countDicts(t, db)
+	t.Logf("300 pods: %d bytes, stored in %d (%.1fx), %d dictionaries", raw, after-before, float64(raw)/float64(after-before), n)
+	if (after-before)*5 > raw {
+		t.Fatalf("300 pods of %d bytes stored in %d: want under a fifth, with a dictionary of pods", raw, after-before)
+	}
+	if checks := raw>>20 + 1; n < 2 || n > 1+checks {
+		t.Fatalf("%d dictionaries after %d checks: want the first replaced, at most one more per check", n, checks)
+	}
+	checkPods(t, s, pods, 300, 2)
 }
