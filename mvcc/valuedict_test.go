@@ -161,8 +161,21 @@ func TestValueDictionaries(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// From the tables, through the block cache: the dictionary loaded
+	// must not share the cache's memory, which other reads reuse.
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
 	s = openStore(t, db, Options{})
 	defer s.Close()
+	for range 3 {
+		if _, err := s.Range([]byte("/registry/"), []byte("/registry0"), RangeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	putPods(t, s, pods, 0, 50, 2)
 	if n := countDicts(t, db); n != 1 {
 		t.Fatalf("%d dictionaries after a restart and 50 more pods, want 1", n)
@@ -262,7 +275,8 @@ func TestValueDictionaryMissing(t *testing.T) {
 // from the later values, and a check makes at most one dictionary.
 func TestValueDictionaryFollowsTheValues(t *testing.T) {
 	pods := workload.NewPods(13)
-	s, db := newMemStore(t, Options{})
+	db := openEngine(t, vfs.NewMem(), false)
+	s := openStore(t, db, Options{})
 	s.dicts.checkEvery = 1 << 20
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 8 {
@@ -293,5 +307,16 @@ func TestValueDictionaryFollowsTheValues(t *testing.T) {
 	if checks := raw>>20 + 1; n < 2 || n > 1+checks {
 		t.Fatalf("%d dictionaries after %d checks: want the first replaced, at most one more per check", n, checks)
 	}
+	checkPods(t, s, pods, 300, 2)
+
+	// A restart loads every dictionary, each from its own bytes.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, db, Options{})
+	defer s.Close()
 	checkPods(t, s, pods, 300, 2)
 }
