@@ -498,13 +498,12 @@ func (w *Watcher) events(wevs []wevent) []Event {
 	return evs
 }
 
-// prevKV reads the version at r, nil if compaction dropped it.
+// prevKV reads the version at r, nil if compaction dropped it: from the
+// record cache if there (writes add their records to it, and a
+// Kubernetes object is often updated a few times in a row, a pod's status
+// as it starts), else from the engine.
 func (s *Store) prevKV(r keyindex.Revision) *KeyValue {
-	v, err := s.db.Get(revKey(r))
-	if err != nil {
-		return nil
-	}
-	rec, err := s.decodeOwned(v)
+	rec, err := s.fetch(r)
 	if err != nil || rec.tomb {
 		return nil
 	}
