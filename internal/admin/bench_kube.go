@@ -18,6 +18,7 @@ type benchKubeOptions struct {
 	pods         podFlags
 	eventEvery   int
 	compactEvery time.Duration
+	settle       time.Duration
 	endpoint     string
 	plot         string
 	pinFlags
@@ -75,6 +76,7 @@ func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.pods.AddFlags(fs, 80_000, 80_000)
 	fs.IntVar(&o.eventEvery, "event-every", 10, "an event on a lease every N writes (0: none)")
 	fs.DurationVar(&o.compactEvery, "compact-every", 30*time.Second, "compaction period (the apiserver's is 5m); 0 never compacts")
+	fs.DurationVar(&o.settle, "settle", 0, "after the load, compact to its last revision, wait this long and read the disk again (Disk settled: what compaction gave back, no defrag); 0 skips")
 	fs.StringVar(&o.plot, "plot", "", "also draw the time line (puts/s and p99 per second, compactions marked) as SVG to `FILE`")
 	o.pinFlags.AddFlags(fs)
 	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
@@ -111,6 +113,9 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	if o.compactEvery < 0 {
 		problems = append(problems, fmt.Errorf("--compact-every %s: must be >= 0", o.compactEvery))
 	}
+	if o.settle < 0 {
+		problems = append(problems, fmt.Errorf("--settle %s: must be >= 0", o.settle))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
@@ -133,7 +138,7 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	}
 	ko := bench.KubeOptions{
 		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.pods.quota, Pin: pin, Progress: cmd.ErrOrStderr(),
-		Load: load,
+		Load: load, Settle: o.settle,
 	}
 	var cleanup func()
 	ko.Programs, cleanup, err = o.common.programs(ctx, ks, cmd.ErrOrStderr())

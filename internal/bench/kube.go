@@ -820,6 +820,10 @@ type KubeOptions struct {
 	// load, which runs in this process, on Pin.LoadCPUs; the zero
 	// Pinning leaves everything unpinned. See DefaultPinning.
 	Pin Pinning
+	// Settle, if > 0, is how long to wait after the load and a compaction
+	// to its last revision before reading the disk again
+	// (KubeAfter.SettledDiskBytes).
+	Settle time.Duration
 	// Progress receives progress lines.
 	Progress io.Writer
 }
@@ -869,8 +873,12 @@ func RunKube(ctx context.Context, o KubeOptions) (*KubeRun, error) {
 				return res, fmt.Errorf("pass %d, %s: %w", pass+1, k, err)
 			}
 			res.Samples = append(res.Samples, smp)
-			fmt.Fprintf(o.Progress, "pass %d/%d: %s: creates %.0f/s, updates %.0f/s, p99 %.0f ms, %d stalled s, disk %.0f MB, RSS %.0f MB\n",
-				pass+1, o.Passes, smp.Name, smp.CreatesPerSec, smp.UpdatesPerSec, ms(smp.PutP99), smp.StalledSeconds, mb(smp.DiskBytes), mb(smp.RSSBytes))
+			settled := ""
+			if o.Settle > 0 {
+				settled = fmt.Sprintf(" (%.0f MB settled)", mb(smp.SettledDiskBytes))
+			}
+			fmt.Fprintf(o.Progress, "pass %d/%d: %s: creates %.0f/s, updates %.0f/s, p99 %.0f ms, %d stalled s, disk %.0f MB%s, RSS %.0f MB\n",
+				pass+1, o.Passes, smp.Name, smp.CreatesPerSec, smp.UpdatesPerSec, ms(smp.PutP99), smp.StalledSeconds, mb(smp.DiskBytes), settled, mb(smp.RSSBytes))
 		}
 	}
 	return res, nil
@@ -916,7 +924,7 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 		// The transport floor keeps nothing to snapshot or restart on.
 		return smp, nil
 	}
-	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods)
+	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods, o.Settle)
 	return smp, err
 }
 
@@ -935,6 +943,7 @@ func (r *KubeRun) Tables() []*report.Table {
 	after := &report.Table{Columns: []report.Column{
 		{Name: "Server"},
 		{Name: "Disk", Unit: "MB", Format: "%.0f"},
+		{Name: "Disk settled", Unit: "MB", Format: "%.0f"},
 		{Name: "RSS", Unit: "MB", Format: "%.0f"},
 		{Name: "List", Unit: "s", Format: "%.2f"},
 		{Name: "List CPU", Unit: "s", Format: "%.2f"},
@@ -956,11 +965,14 @@ func (r *KubeRun) Tables() []*report.Table {
 		}
 		byKind.Rows = append(byKind.Rows, row)
 		load.Rows = append(load.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, s.CPUSeconds})
-		row = []any{s.Name, mb(s.DiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds}
+		row = []any{s.Name, mb(s.DiskBytes), mb(s.SettledDiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds}
 		if s.Kind == KindFloor {
 			// Nothing on disk, nothing to snapshot or restart: empty
 			// cells, not zeros.
-			row[1], row[5], row[6], row[7] = nil, nil, nil, nil
+			row[1], row[2], row[6], row[7], row[8] = nil, nil, nil, nil, nil
+		}
+		if r.Options.Settle <= 0 {
+			row[2] = nil // not measured
 		}
 		after.Rows = append(after.Rows, row)
 	}
@@ -970,7 +982,7 @@ func (r *KubeRun) Tables() []*report.Table {
 		"Put p99 covers every pod write; 'p99 compacting' those completed within 10 s of a compaction request. Stalled: whole seconds with no completed pod write. CPU: the server's user+system time over the load.",
 	}
 	after.Notes = []string{
-		"After the load: disk and RSS; List: all pods in pages of 500, its time and the server's CPU time; Snapshot: the maintenance API's snapshot (etcdctl snapshot save) streamed to a file and fsynced, its time and size; Restart: from starting the stopped server to its first answered linearizable read.",
+		"After the load: disk and RSS; Disk settled (with --settle): the disk after a compaction to the load's last revision and the wait; List: all pods in pages of 500, its time and the server's CPU time; Snapshot: the maintenance API's snapshot (etcdctl snapshot save) streamed to a file and fsynced, its time and size; Restart: from starting the stopped server to its first answered linearizable read.",
 	}
 	byKind.Notes = []string{
 		"The 99th percentile latency of each kind of request, one by one: a create txn (create_revision = 0), an update txn (mod_revision compare; a conflict's retry is another), a put of an event on its lease, a page of 500 of the final list.",

@@ -69,7 +69,7 @@ func TestRunKubeAfterAndPlot(t *testing.T) {
 	}
 	res, err := bench.RunKube(context.Background(), bench.KubeOptions{
 		Programs: bench.Programs{Strata: self, StrataEnv: []string{asStrata + "=1"}},
-		Servers:  []bench.Kind{bench.KindStrata}, Passes: 1, Dir: t.TempDir(),
+		Servers:  []bench.Kind{bench.KindStrata}, Passes: 1, Dir: t.TempDir(), Settle: time.Second,
 		Load: bench.KubeLoad{Pods: 300, Updates: 300, Clients: 8, Conns: 2, EventEvery: 10,
 			CompactEvery: 500 * time.Millisecond, Seed: 3, Timeout: 5 * time.Minute},
 	})
@@ -82,6 +82,9 @@ func TestRunKubeAfterAndPlot(t *testing.T) {
 	if s.SnapshotBytes < 300*1_000 || s.SnapshotSeconds <= 0 || s.RestartSeconds <= 0 || s.ListCPUSeconds <= 0 {
 		t.Errorf("snapshot %d bytes in %.3f s, restart %.3f s, list CPU %.3f s: want a snapshot holding 300 pods of 1 KB or more compressed and times > 0",
 			s.SnapshotBytes, s.SnapshotSeconds, s.RestartSeconds, s.ListCPUSeconds)
+	}
+	if s.SettledDiskBytes < 300*1_000 {
+		t.Errorf("disk after settling %d bytes: want the 300 pods' (1 KB or more each, compressed)", s.SettledDiskBytes)
 	}
 	for _, kind := range []string{"create", "update", "event", "list page"} {
 		if s.P99ByKind[kind] <= 0 {
