@@ -96,7 +96,7 @@ func checkPods(t *testing.T, s *Store, pods *workload.Pods, count, gen int) {
 	}
 	exported := map[string][]byte{}
 	if _, err := s.Export(func(v Version) error {
-		exported[string(v.KV.Key)] = v.KV.Value
+		exported[string(v.KV.Key)] = bytes.Clone(v.KV.Value) // valid only during the call
 		return nil
 	}); err != nil {
 		t.Fatalf("export: %v", err)
