@@ -121,14 +121,13 @@ func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, re
 	case rev > cur:
 		return nil, fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur), nil
 	}
-	job = s.planCompaction(rev)
-	job.index = index
-	// The first batch schedules the compaction and deletes the first
-	// revisions; readers wait for it (they could be reading those), and
-	// only after it does memory change, so a failure leaves the store as
-	// it was.
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// The first batch records the compaction (and the log position) and
+	// deletes nothing; only once it is durable does memory change, so a
+	// failure leaves the store as it was, and a crash after it leaves a
+	// compaction that Open finishes. Then one walk of the index drops the
+	// history and lists the revisions to delete, under mu (readers wait
+	// for it): the one part of a compaction that holds writers up.
+	job = &compactJob{rev: rev, index: index}
 	if err := s.compactStep(job); err != nil {
 		if !errors.Is(err, errInjected) {
 			// Whether the batch reached storage is unknown.
@@ -136,7 +135,10 @@ func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, re
 		}
 		return nil, nil, err
 	}
-	s.ix.Compact(rev, true, nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ix.Compact(rev, true, job.add)
+	job.dropped = int64(len(job.drops))
 	s.compactRev = rev
 	if index != 0 {
 		s.applied, s.lastIndex = index, index
@@ -177,23 +179,27 @@ type compactJob struct {
 
 func (j *compactJob) finished() bool { return j.done }
 
-// planCompaction lists what compacting at rev deletes. The caller holds
-// writeMu or is Open.
+// add lists r among the revisions the job deletes.
+func (j *compactJob) add(r keyindex.Revision) {
+	if len(j.drops) == 0 {
+		j.lo, j.hi = r.Main, r.Main+1
+	}
+	j.lo, j.hi = min(j.lo, r.Main), max(j.hi, r.Main+1)
+	j.drops = append(j.drops, r)
+}
+
+// planCompaction lists what compacting at rev deletes, leaving the index
+// as it is. The caller is Open.
 func (s *Store) planCompaction(rev int64) *compactJob {
 	job := &compactJob{rev: rev}
-	s.ix.Compact(rev, false, func(r keyindex.Revision) {
-		if len(job.drops) == 0 {
-			job.lo, job.hi = r.Main, r.Main+1
-		}
-		job.lo, job.hi = min(job.lo, r.Main), max(job.hi, r.Main+1)
-		job.drops = append(job.drops, r)
-	})
+	s.ix.Compact(rev, false, job.add)
 	job.dropped = int64(len(job.drops))
 	return job
 }
 
-// compactStep commits the next batch of a compaction: the schedule marker
-// in the first, the finish marker in the last.
+// compactStep commits the next batch of a compaction: the first records
+// the schedule marker alone, the next ones delete, and the last records
+// the finish marker.
 func (s *Store) compactStep(job *compactJob) error {
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -207,7 +213,10 @@ func (s *Store) compactStep(job *compactJob) error {
 			}
 		}
 	}
-	end := min(len(job.drops), job.pos+s.opts.CompactionBatchSize)
+	end := job.pos
+	if job.step > 0 {
+		end = min(len(job.drops), job.pos+s.opts.CompactionBatchSize)
+	}
 	var key []byte
 	for _, r := range job.drops[job.pos:end] {
 		// The record and its index record (absent in a store written
@@ -220,7 +229,7 @@ func (s *Store) compactStep(job *compactJob) error {
 			return err
 		}
 	}
-	last := end == len(job.drops)
+	last := job.step > 0 && end == len(job.drops)
 	if last {
 		if err := b.Put(metaCompactFinished, encodeInt64(job.rev)); err != nil {
 			return err
