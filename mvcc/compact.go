@@ -3,7 +3,6 @@ package mvcc
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/stratadb/strata/mvcc/keyindex"
 )
@@ -21,93 +20,49 @@ import (
 // 0, even on an empty store.
 //
 // Compact is durable in steps: the first engine batch records "compaction
-// scheduled at rev" together with the first deletions; the last records
+// scheduled at rev"; the key index then drops the history, in slices, and
+// the next batches delete the dropped revisions, the last recording
 // "finished". If the store crashes in between, Open finishes the
-// compaction. Reads and writes go on while Compact deletes; only
-// planning it holds writers up. If a deletion batch fails, Compact returns
-// the error and the next Compact (or Open) finishes the deletions.
+// compaction. Reads and writes go on while Compact runs: only each slice
+// of the index's walk holds them up (a few milliseconds). If a deletion
+// batch fails, Compact returns the error and the next Compact (or Open)
+// finishes the deletions.
+//
+// Compact returns once the deletions are done. A server's apply loop
+// waits for them, which holds the writes behind it: deleting in the
+// background, as etcd does, was measured slower for them on a busy CPU
+// (docs/mvcc.md, "A compaction holds writes in one burst").
 func (s *Store) Compact(rev int64) error { return s.compact(0, rev) }
 
 func (s *Store) compact(index uint64, rev int64) error {
-	wait, err := s.startCompaction(index, rev)
-	if err != nil {
-		return err
-	}
-	return wait()
-}
-
-// startCompaction schedules the compaction at rev (its first batch and,
-// with index, the log position; from then reads below rev fail) and
-// leaves the rest to a goroutine: the index's drop, in slices, and the
-// deletions; wait returns their result. An apply loop that waited for
-// them would hold every write behind them: a compaction of a million
-// revisions (Kubernetes' five minutes at 30 GB) takes over half a second
-// (BenchmarkCompactionHold). etcd also compacts in the background.
-//
-// The goroutine holds compactMu until the deletions end, so the next
-// compaction, HashKV, a snapshot's restore and Close wait for them. If a
-// batch fails, the job is left over and the next of those finishes it.
-func (s *Store) startCompaction(index uint64, rev int64) (wait func() error, err error) {
-	s.compactMu.Lock()
-	handedOver := false
-	defer func() {
-		if !handedOver {
-			s.compactMu.Unlock()
-		}
-	}()
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	if s.leftover != nil {
-		if err := s.runCompaction(s.leftover, false); err != nil {
-			return nil, err
-		}
-	}
-
-	job, reject, err := s.scheduleCompaction(index, rev)
-	if err != nil {
-		return nil, err
-	}
-	if reject != nil {
-		// A rejected request: nothing written but the log index.
-		return nil, s.skipOnError(index, reject)
-	}
-	// Watchers reading history below rev fail when they next read.
-	done := make(chan struct{})
-	var runErr error
-	handedOver = true
-	go func() {
-		defer s.compactMu.Unlock()
-		s.compactIndex(job)
-		runErr = s.runCompaction(job, true)
-		close(done)
-	}()
-	return func() error {
-		<-done
-		return runErr
-	}, nil
-}
-
-// WaitCompaction returns once the deletions of every compaction scheduled
-// before the call are done: what etcd's physical compaction waits for. A
-// compaction whose deletions failed is finished now, or its error
-// returned.
-func (s *Store) WaitCompaction() error {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	if s.leftover != nil {
-		return s.runCompaction(s.leftover, false)
+		if err := s.runCompaction(s.leftover); err != nil {
+			return err
+		}
 	}
-	return nil
+
+	job, reject, err := s.scheduleCompaction(index, rev)
+	if err != nil {
+		return err
+	}
+	if reject != nil {
+		// A rejected request: nothing written but the log index.
+		return s.skipOnError(index, reject)
+	}
+	// Watchers reading history below rev fail when they next read.
+	s.compactIndex(job)
+	return s.runCompaction(job)
 }
 
 // scheduleCompaction, under writeMu, checks rev (reject says why it
 // cannot be compacted at: compacted already, or in the future) and
-// schedules the compaction: the first engine batch deletes the first
-// revisions and records the compaction, then the index drops them.
+// schedules the compaction: the first engine batch records it, and
+// from then a read below rev fails.
 func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, reject, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -171,21 +126,12 @@ func (s *Store) compactIndex(job *compactJob) {
 	job.dropped = int64(len(job.drops))
 }
 
-// runCompaction commits the job's remaining batches. Paced, as in the
-// background, it rests after each as long as the batch took (until Close
-// begins): deletions run beside writes, and unpaced, a compaction of
-// 200,000 revisions filled memtables faster than they were flushed and
-// stopped every write for a second (docs/mvcc.md). etcd also rests
-// between its batches (10 ms after each 1,000 revisions).
-func (s *Store) runCompaction(job *compactJob, paced bool) error {
+// runCompaction commits the job's remaining batches.
+func (s *Store) runCompaction(job *compactJob) error {
 	for !job.finished() {
-		start := time.Now()
 		if err := s.compactStep(job); err != nil {
 			s.leftover = job
 			return fmt.Errorf("mvcc: compaction at %d: %w", job.rev, err)
-		}
-		if paced && !job.finished() && !s.closed.Load() {
-			time.Sleep(time.Since(start))
 		}
 	}
 	s.leftover = nil

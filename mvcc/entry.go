@@ -44,15 +44,6 @@ func (e Entry) Txn(req TxnRequest) (TxnResponse, error) { return e.s.txn(e.index
 // Compact is Store.Compact recording the entry's index.
 func (e Entry) Compact(rev int64) error { return e.s.compact(e.index, rev) }
 
-// StartCompaction is Compact returning once the compaction is scheduled,
-// recorded with the entry's index and visible to reads (a read below rev
-// fails with ErrCompacted): the deletions of the dropped revisions go on
-// in the background, and wait returns their result. An apply loop goes
-// on with the next entries meanwhile.
-func (e Entry) StartCompaction(rev int64) (wait func() error, err error) {
-	return e.s.startCompaction(e.index, rev)
-}
-
 // GrantLease is Store.GrantLease recording the entry's index.
 func (e Entry) GrantLease(id, ttl int64) error { return e.s.grantLease(e.index, id, ttl) }
 

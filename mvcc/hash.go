@@ -25,7 +25,7 @@ func (s *Store) HashKV(rev int64) (hash uint32, hashRev, compactRev int64, err e
 		return 0, 0, 0, ErrClosed
 	}
 	if s.leftover != nil {
-		if err := s.runCompaction(s.leftover, false); err != nil {
+		if err := s.runCompaction(s.leftover); err != nil {
 			return 0, 0, 0, err
 		}
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
-	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -33,9 +32,6 @@ type applier struct {
 	leaseKeys auth.LeaseKeys
 	// proposed are the requests this member's proposers wait on.
 	proposed proposedRequests
-	// log receives what fails outside a request (a compaction's
-	// background deletions); nil drops it.
-	log engine.Logger
 }
 
 // proposedRequests are the requests of the proposals in flight on this
@@ -294,27 +290,12 @@ func runTxn(r *pb.TxnRequest, do func(mvcc.TxnRequest) (mvcc.TxnResponse, error)
 	return toTxnResponse(r, res), nil
 }
 
-// compact schedules the compaction and leaves its deletions to the
-// store's background, as etcd does: the apply loop goes on with the next
-// writes (a physical compaction's proposer waits for the deletions
-// itself, kvServer.Compact). A deletion that fails is logged here, and
-// the next compaction, HashKV or restart finishes it.
 func (a *applier) compact(index uint64, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	wait, err := a.store.Entry(index).StartCompaction(r.Revision)
-	if err != nil {
+	if err := a.store.Entry(index).Compact(r.Revision); err != nil {
 		return nil, err
 	}
-	go func() {
-		if err := wait(); err != nil && a.log != nil {
-			a.log.Errorf("compaction at revision %d: %v", r.Revision, err)
-		}
-	}()
 	return &pb.CompactionResponse{Header: header(a.store.Rev())}, nil
 }
-
-// waitCompaction waits for the local store's compaction deletions
-// (raftKV).
-func (s *Server) waitCompaction() error { return s.store.WaitCompaction() }
 
 // checkTxnSize enforces maxTxnOps as etcd does before proposing: the
 // compares and the ops of each branch count against limit, and a nested

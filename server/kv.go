@@ -39,9 +39,6 @@ type raftKV interface {
 	checkValue(v []byte) error
 	// leaseKeys returns the keys of a lease, for the auth checks.
 	leaseKeys(id int64) [][]byte
-	// waitCompaction returns once the local store's compaction
-	// deletions are done, for a physical compaction.
-	waitCompaction() error
 }
 
 var _ raftKV = (*Server)(nil)
@@ -202,13 +199,6 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 	resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
 	if err != nil {
 		return nil, toGRPC(err)
-	}
-	if r.Physical {
-		// The apply left the deletions to the background; etcd answers
-		// a physical compaction once they are done on this member.
-		if err := k.kv.waitCompaction(); err != nil {
-			return nil, toGRPC(err)
-		}
 	}
 	out := resp.(*pb.CompactionResponse)
 	k.hdr.fill(out.Header)

@@ -137,7 +137,6 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if s.apply, err = newApplier(cfg, s.store); err != nil {
 		return fail(err)
 	}
-	s.apply.log = opts.Logger
 	s.auth = s.apply.auth
 	if s.ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
