@@ -20,18 +20,11 @@ import (
 // 0, even on an empty store.
 //
 // Compact is durable in steps: the first engine batch records "compaction
-// scheduled at rev"; the key index then drops the history, in slices, and
-// the next batches delete the dropped revisions, the last recording
+// scheduled at rev" together with the first deletions; the last records
 // "finished". If the store crashes in between, Open finishes the
-// compaction. Reads and writes go on while Compact runs: only each slice
-// of the index's walk holds them up (a few milliseconds). If a deletion
-// batch fails, Compact returns the error and the next Compact (or Open)
-// finishes the deletions.
-//
-// Compact returns once the deletions are done. A server's apply loop
-// waits for them, which holds the writes behind it: deleting in the
-// background, as etcd does, was measured slower for them on a busy CPU
-// (docs/mvcc.md, "A compaction holds writes in one burst").
+// compaction. Reads and writes go on while Compact deletes; only
+// planning it holds writers up. If a deletion batch fails, Compact returns
+// the error and the next Compact (or Open) finishes the deletions.
 func (s *Store) Compact(rev int64) error { return s.compact(0, rev) }
 
 func (s *Store) compact(index uint64, rev int64) error {
@@ -55,14 +48,13 @@ func (s *Store) compact(index uint64, rev int64) error {
 		return s.skipOnError(index, reject)
 	}
 	// Watchers reading history below rev fail when they next read.
-	s.compactIndex(job)
 	return s.runCompaction(job)
 }
 
 // scheduleCompaction, under writeMu, checks rev (reject says why it
 // cannot be compacted at: compacted already, or in the future) and
-// schedules the compaction: the first engine batch records it, and
-// from then a read below rev fails.
+// schedules the compaction: the first engine batch deletes the first
+// revisions and records the compaction, then the index drops them.
 func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, reject, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -79,12 +71,14 @@ func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, re
 	case rev > cur:
 		return nil, fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur), nil
 	}
-	// The first batch records the compaction (and the log position) and
-	// deletes nothing; only once it is durable does memory change, so a
-	// failure leaves the store as it was, and a crash after it leaves a
-	// compaction that Open finishes. From here a read below rev fails;
-	// compactIndex then drops the history from the index.
-	job = &compactJob{rev: rev, index: index}
+	job = s.planCompaction(rev)
+	job.index = index
+	// The first batch schedules the compaction and deletes the first
+	// revisions; readers wait for it (they could be reading those), and
+	// only after it does memory change, so a failure leaves the store as
+	// it was.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.compactStep(job); err != nil {
 		if !errors.Is(err, errInjected) {
 			// Whether the batch reached storage is unknown.
@@ -92,8 +86,7 @@ func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, re
 		}
 		return nil, nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.ix.Compact(rev, true, nil)
 	s.compactRev = rev
 	if index != 0 {
 		s.applied, s.lastIndex = index, index
@@ -101,32 +94,6 @@ func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, re
 	return job, nil, nil
 }
 
-// compactIndexSlice is the number of keys compactIndex compacts under one
-// hold of the locks: about 3 ms of writers held up (a million keys are
-// 200 ms in all).
-const compactIndexSlice = 16384
-
-// compactIndex drops the job's history from the key index and lists the
-// revisions to delete, in slices of compactIndexSlice keys, taking the
-// writers' and readers' locks for each slice only: the walk of a million
-// keys would otherwise hold every write for its whole length. Under
-// compactMu, after scheduleCompaction.
-func (s *Store) compactIndex(job *compactJob) {
-	var next []byte
-	for {
-		s.writeMu.Lock()
-		s.mu.Lock()
-		next = s.ix.CompactFrom(job.rev, next, compactIndexSlice, job.add)
-		s.mu.Unlock()
-		s.writeMu.Unlock()
-		if next == nil {
-			break
-		}
-	}
-	job.dropped = int64(len(job.drops))
-}
-
-// runCompaction commits the job's remaining batches.
 func (s *Store) runCompaction(job *compactJob) error {
 	for !job.finished() {
 		if err := s.compactStep(job); err != nil {
@@ -160,27 +127,23 @@ type compactJob struct {
 
 func (j *compactJob) finished() bool { return j.done }
 
-// add lists r among the revisions the job deletes.
-func (j *compactJob) add(r keyindex.Revision) {
-	if len(j.drops) == 0 {
-		j.lo, j.hi = r.Main, r.Main+1
-	}
-	j.lo, j.hi = min(j.lo, r.Main), max(j.hi, r.Main+1)
-	j.drops = append(j.drops, r)
-}
-
-// planCompaction lists what compacting at rev deletes, leaving the index
-// as it is. The caller is Open.
+// planCompaction lists what compacting at rev deletes. The caller holds
+// writeMu or is Open.
 func (s *Store) planCompaction(rev int64) *compactJob {
 	job := &compactJob{rev: rev}
-	s.ix.Compact(rev, false, job.add)
+	s.ix.Compact(rev, false, func(r keyindex.Revision) {
+		if len(job.drops) == 0 {
+			job.lo, job.hi = r.Main, r.Main+1
+		}
+		job.lo, job.hi = min(job.lo, r.Main), max(job.hi, r.Main+1)
+		job.drops = append(job.drops, r)
+	})
 	job.dropped = int64(len(job.drops))
 	return job
 }
 
-// compactStep commits the next batch of a compaction: the first records
-// the schedule marker alone, the next ones delete, and the last records
-// the finish marker.
+// compactStep commits the next batch of a compaction: the schedule marker
+// in the first, the finish marker in the last.
 func (s *Store) compactStep(job *compactJob) error {
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -194,10 +157,7 @@ func (s *Store) compactStep(job *compactJob) error {
 			}
 		}
 	}
-	end := job.pos
-	if job.step > 0 {
-		end = min(len(job.drops), job.pos+s.opts.CompactionBatchSize)
-	}
+	end := min(len(job.drops), job.pos+s.opts.CompactionBatchSize)
 	var key []byte
 	for _, r := range job.drops[job.pos:end] {
 		// The record and its index record (absent in a store written
@@ -210,7 +170,7 @@ func (s *Store) compactStep(job *compactJob) error {
 			return err
 		}
 	}
-	last := job.step > 0 && end == len(job.drops)
+	last := end == len(job.drops)
 	if last {
 		if err := b.Put(metaCompactFinished, encodeInt64(job.rev)); err != nil {
 			return err

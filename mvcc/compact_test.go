@@ -11,9 +11,8 @@ import (
 // dropping 200,000 revisions (Kubernetes' five minutes of updates at
 // 30 GB drop about a million), while a writer puts a key of its own in a
 // loop. It reports the writer's slowest put during the compaction, its
-// slowest put before it, and the compaction's length (Compact, which
-// waits for the deletions, as an apply loop did before they went to the
-// background).
+// slowest put before it, and the compaction's length: what a server's
+// apply loop, which runs the compaction, holds the writes behind it for.
 //
 //	go test ./mvcc -run '^$' -bench CompactionHold -benchtime 3x
 func BenchmarkCompactionHold(b *testing.B) {

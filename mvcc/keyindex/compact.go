@@ -1,7 +1,5 @@
 package keyindex
 
-import "bytes"
-
 // Compact drops the history at or below atRev, as etcd's keyIndex.compact
 // does: for each key, every version before its latest one at or below
 // atRev, and that one too if it is a tombstone below atRev. A tombstone at
@@ -26,117 +24,67 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 	var remove []uint32
 	var buf [inlineMax]byte
 	ix.tree.Ascend(func(id uint32) bool {
-		if ix.compactKey(id, atRev, apply, dropped, buf[:0]) {
-			remove = append(remove, id)
-		}
-		return true
-	})
-	if apply {
-		ix.finishCompaction(remove, true)
-	}
-}
-
-// CompactFrom is Compact with apply, over at most limit keys from start
-// on (nil: the first key), so that a caller can release its lock between
-// slices while writers go on: keys written meanwhile hold only revisions
-// above atRev, which a compaction at atRev leaves alone, and a read at
-// atRev or later sees the same whether or not its key's slice ran yet. It
-// returns the key to go on from, nil once the last key is done; the
-// arenas are tidied then.
-func (ix *Index) CompactFrom(atRev int64, start []byte, limit int, dropped func(Revision)) (next []byte) {
-	var remove []uint32
-	var buf [inlineMax]byte
-	visit := func(id uint32) bool {
-		if limit == 0 {
-			next = bytes.Clone(ix.keyOf(id))
-			return false
-		}
-		limit--
-		if ix.compactKey(id, atRev, true, dropped, buf[:0]) {
-			remove = append(remove, id)
-		}
-		return true
-	}
-	if start == nil {
-		ix.tree.Ascend(visit)
-	} else {
-		p := ix.probe(start, true)
-		ix.tree.AscendGreaterOrEqual(p, visit)
-		ix.unprobe(p)
-	}
-	ix.finishCompaction(remove, next == nil)
-	return next
-}
-
-// compactKey compacts the key in slot id (see Compact), into buf's space,
-// and reports whether the key is left without history, to be removed
-// once the walk is over.
-func (ix *Index) compactKey(id uint32, atRev int64, apply bool, dropped func(Revision), buf []byte) (remove bool) {
-	b := ix.list(id, buf)
-	// Locate the last entry at or below atRev.
-	it := newListIter(b)
-	k, end := -1, 0 // that entry's index and end offset
-	var ke entry
-	for i := 0; ; i++ {
-		e, ok := it.next()
-		if !ok || e.rev.Main > atRev {
-			break
-		}
-		k, end, ke = i, it.i, e
-	}
-	dropKept := ke.tomb && ke.rev.Main < atRev
-	if k < 0 || k == 0 && !dropKept {
-		return false // nothing at or below atRev, or only the kept version
-	}
-	// Report the dropped entries.
-	if dropped != nil {
+		b := ix.list(id, buf[:0])
+		// Locate the last entry at or below atRev.
 		it := newListIter(b)
-		for i := 0; i < k || i == k && dropKept; i++ {
-			e, _ := it.next()
-			dropped(e.rev)
+		k, end := -1, 0 // that entry's index and end offset
+		var ke entry
+		for i := 0; ; i++ {
+			e, ok := it.next()
+			if !ok || e.rev.Main > atRev {
+				break
+			}
+			k, end, ke = i, it.i, e
 		}
-	}
-	if !apply {
-		return false
-	}
-	oldCap := ix.listCapOf(id)
-	var nb []byte
-	switch {
-	case ke.tomb && !dropKept:
-		// Keep the tombstone at atRev as the list's first entry.
-		nb = appendEntry(nil, 0, ke.rev, true)
-		nb = append(nb, b[end:]...)
-	case ke.tomb:
-		// Drop through the tombstone; the next entry starts a new
-		// generation and becomes absolute.
-		if end == len(b) {
+		dropKept := ke.tomb && ke.rev.Main < atRev
+		if k < 0 || k == 0 && !dropKept {
+			return true // nothing at or below atRev, or only the kept version
+		}
+		// Report the dropped entries.
+		if dropped != nil {
+			it := newListIter(b)
+			for i := 0; i < k || i == k && dropKept; i++ {
+				e, _ := it.next()
+				dropped(e.rev)
+			}
+		}
+		if !apply {
 			return true
 		}
-		it := newListIter(b[end:])
-		it.prevMain = ke.rev.Main
-		e, _ := it.next()
-		nb = appendEntry(nil, 0, e.rev, e.tomb)
-		nb = append(nb, b[end+it.i:]...)
-	default:
-		if ke.version > 1 {
-			nb = appendHeader(nb, ke.create, ke.version-1)
+		oldCap := ix.listCapOf(id)
+		var nb []byte
+		switch {
+		case ke.tomb && !dropKept:
+			// Keep the tombstone at atRev as the list's first entry.
+			nb = appendEntry(nil, 0, ke.rev, true)
+			nb = append(nb, b[end:]...)
+		case ke.tomb:
+			// Drop through the tombstone; the next entry starts a new
+			// generation and becomes absolute.
+			if end == len(b) {
+				remove = append(remove, id)
+				return true
+			}
+			it := newListIter(b[end:])
+			it.prevMain = ke.rev.Main
+			e, _ := it.next()
+			nb = appendEntry(nil, 0, e.rev, e.tomb)
+			nb = append(nb, b[end+it.i:]...)
+		default:
+			if ke.version > 1 {
+				nb = appendHeader(nb, ke.create, ke.version-1)
+			}
+			nb = appendEntry(nb, 0, ke.rev, false)
+			nb = append(nb, b[end:]...)
 		}
-		nb = appendEntry(nb, 0, ke.rev, false)
-		nb = append(nb, b[end:]...)
+		ix.setList(id, oldCap, nb)
+		return true
+	})
+	if !apply {
+		return
 	}
-	ix.setList(id, oldCap, nb)
-	return false
-}
-
-// finishCompaction removes the keys a compaction left without history
-// and, at its end, copies the arenas whose garbage exceeds a quarter of
-// their live bytes, so the memory of the dropped history is returned.
-func (ix *Index) finishCompaction(remove []uint32, end bool) {
 	for _, id := range remove {
 		ix.removeSlot(id)
-	}
-	if !end {
-		return
 	}
 	if ix.revs.garbage*4 > ix.revs.live {
 		ix.gcRevs()
