@@ -83,8 +83,8 @@ type ServerConfig struct {
 	// and the store keeps every version ever written. The default value is
 	// true: after 1,000,000 pod updates compacted every 30 s and a last
 	// compaction, the disk was 265 MB with it and 990 MB without (etcd
-	// 3.7.3: 3,631), for about 1.1x the server CPU, with no second without
-	// a completed put in four runs since the blob reference depth went to
+	// 3.7.3: 3,239), for the same server CPU, with no second without a
+	// completed put in four runs since the blob reference depth went to
 	// 40 (docs/mvcc.md).
 	ReclaimHistory bool `toml:"reclaim_history" yaml:"reclaim_history" json:"reclaim_history"`
 	// CompressValues compresses each value of 512 bytes or more alone,
