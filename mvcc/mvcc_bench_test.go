@@ -276,23 +276,30 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkCompactionHold measures how long a compaction holds writes up:
-// a store of 200,000 keys written twice is compacted to its last revision,
-// dropping 200,000 revisions (Kubernetes' five minutes of updates at
-// 30 GB drop about a million), while a writer puts a key of its own in a
-// loop. It reports the writer's slowest put during the compaction, its
+// a store of 200,000 keys written twice, then one of 1,000,000 keys of
+// which 100,000 were written twice (a large store with little history to
+// drop, as at 30 GB of pods five minutes into the updates), is compacted
+// to its last revision while a writer puts a key of its own in a loop. It reports the writer's slowest put during the compaction, its
 // slowest put before it, and the compaction's length: what a server's
 // apply loop, which runs the compaction, holds the writes behind it for.
 //
 //	go test ./mvcc -run '^$' -bench CompactionHold -benchtime 3x
 func BenchmarkCompactionHold(b *testing.B) {
-	const keys = 200_000
+	for _, c := range []struct{ keys, updated int }{{200_000, 200_000}, {1_000_000, 100_000}} {
+		b.Run(fmt.Sprintf("keys=%d/updated=%d", c.keys, c.updated), func(b *testing.B) {
+			benchmarkCompactionHold(b, c.keys, c.updated)
+		})
+	}
+}
+
+func benchmarkCompactionHold(b *testing.B, keys, updated int) {
 	var during, before, compaction time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		db := benchDB(b)
 		s := openStore(b, db, Options{})
-		for round := range 2 {
-			for i := range keys {
+		for round, n := range []int{keys, updated} {
+			for i := range n {
 				if _, err := s.Put(fmt.Appendf(nil, "/registry/pods/ns/pod-%07d", i), fmt.Appendf(nil, "value %d", round)); err != nil {
 					b.Fatal(err)
 				}

@@ -10,6 +10,9 @@ package keyindex
 // continues a generation gets a list header, so create_revision and
 // version survive.
 //
+// Only the keys with history to drop are visited (see dueLog): the work
+// follows the history dropped, not the size of the index.
+//
 // dropped, if not nil, is called for each dropped revision, in increasing
 // order per key: the caller deletes them from storage in that order, which
 // keeps a crash mid-way safe (a key's tombstone goes last, so a rebuilt
@@ -21,9 +24,16 @@ package keyindex
 // their live bytes are copied, so the memory of the dropped history is
 // returned.
 func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
-	var remove []uint32
+	var remove, carry []uint32
 	var buf [inlineMax]byte
-	ix.tree.Ascend(func(id uint32) bool {
+	// Only the keys the due log names can have history to drop (see
+	// dueLog); a key named twice is visited once.
+	visited := make([]uint64, (ix.nslots+63)/64)
+	ix.due.due(atRev, func(id uint32) {
+		if visited[id/64]&(1<<(id%64)) != 0 {
+			return
+		}
+		visited[id/64] |= 1 << (id % 64)
 		b := ix.list(id, buf[:0])
 		// Locate the last entry at or below atRev.
 		it := newListIter(b)
@@ -37,8 +47,11 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			k, end, ke = i, it.i, e
 		}
 		dropKept := ke.tomb && ke.rev.Main < atRev
+		if apply && k >= 0 && ke.tomb && !dropKept {
+			carry = append(carry, id) // the next compaction drops it
+		}
 		if k < 0 || k == 0 && !dropKept {
-			return true // nothing at or below atRev, or only the kept version
+			return // nothing at or below atRev, or only the kept version
 		}
 		// Report the dropped entries.
 		if dropped != nil {
@@ -49,7 +62,7 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			}
 		}
 		if !apply {
-			return true
+			return
 		}
 		oldCap := ix.listCapOf(id)
 		var nb []byte
@@ -63,7 +76,7 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			// generation and becomes absolute.
 			if end == len(b) {
 				remove = append(remove, id)
-				return true
+				return
 			}
 			it := newListIter(b[end:])
 			it.prevMain = ke.rev.Main
@@ -78,10 +91,13 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			nb = append(nb, b[end:]...)
 		}
 		ix.setList(id, oldCap, nb)
-		return true
 	})
 	if !apply {
 		return
+	}
+	ix.due.take(atRev)
+	for _, id := range carry {
+		ix.due.carry(id)
 	}
 	for _, id := range remove {
 		ix.removeSlot(id)

@@ -112,6 +112,8 @@ type Index struct {
 	revs  arena
 	// tails caches the tail of lists of at least bigList bytes.
 	tails map[uint32]tail
+	// due lists the keys with history for Compact to drop.
+	due dueLog
 
 	probes    [numProbes][]byte
 	probeFree chan uint32
@@ -356,6 +358,9 @@ func (ix *Index) newKey(key []byte, rev Revision, tomb bool, create, version int
 	ix.scratch = b
 	id := ix.newSlot(key)
 	ix.setList(id, 0, b)
+	if tomb {
+		ix.due.add(rev.Main, id)
+	}
 	return id, nil
 }
 
@@ -394,6 +399,8 @@ func (ix *Index) appendTo(id uint32, t tail, rev Revision, tomb bool) {
 		t.lastTomb = false
 	}
 	t.last, t.empty = rev, false
+	// The entry follows another: from rev on, Compact drops that one.
+	ix.due.add(rev.Main, id)
 
 	s := ix.slot(id)
 	var n int

@@ -53,10 +53,60 @@ func (m model) live(key string) bool {
 	return len(h) > 0 && !h[len(h)-1].tomb
 }
 
+// compactModel drops from kept, every key's retained history, what
+// Compact(atRev) must drop (see Index.Compact), and returns it sorted.
+func compactModel(kept model, atRev int64) []Revision {
+	var dropped []Revision
+	for key, h := range kept {
+		k := -1
+		for i, e := range h {
+			if e.rev.Main <= atRev {
+				k = i
+			}
+		}
+		if k < 0 {
+			continue
+		}
+		if h[k].tomb && h[k].rev.Main < atRev {
+			k++
+		}
+		for _, e := range h[:k] {
+			dropped = append(dropped, e.rev)
+		}
+		if kept[key] = h[k:]; len(h[k:]) == 0 {
+			delete(kept, key)
+		}
+	}
+	slices.SortFunc(dropped, compareRevs)
+	return dropped
+}
+
+func compareRevs(a, b Revision) int {
+	if a.Less(b) {
+		return -1
+	}
+	if b.Less(a) {
+		return 1
+	}
+	return 0
+}
+
+// sameRetained fails t unless ix retains, key by key, the history kept.
+func sameRetained(t *testing.T, ix *Index, kept model, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		var got []modelEntry
+		ix.History([]byte(k), func(rev Revision, tomb bool) { got = append(got, modelEntry{rev, tomb}) })
+		if !slices.Equal(got, kept[k]) {
+			t.Fatalf("history of %q = %v, want %v", k, got, kept[k])
+		}
+	}
+}
+
 func TestIndexAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(testSeed(t), 1))
 	ix := New()
-	m := model{}
+	m, kept := model{}, model{}
 	var keys []string
 	for i := range 300 {
 		keys = append(keys, fmt.Sprintf("k%04d-%s", i, bytes.Repeat([]byte{'x'}, r.IntN(40))))
@@ -107,6 +157,7 @@ func TestIndexAgainstModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			m[k] = append(m[k], modelEntry{rev: rv})
+			kept[k] = append(kept[k], modelEntry{rev: rv})
 		case p < 80:
 			k := keys[r.IntN(len(keys))]
 			rv := Revision{rev, 0}
@@ -119,6 +170,7 @@ func TestIndexAgainstModel(t *testing.T) {
 			}
 			if ok {
 				m[k] = append(m[k], modelEntry{rev: rv, tomb: true})
+				kept[k] = append(kept[k], modelEntry{rev: rv, tomb: true})
 			}
 		case p < 83:
 			at := compacted + r.Int64N(rev-compacted)
@@ -129,7 +181,17 @@ func TestIndexAgainstModel(t *testing.T) {
 			if !slices.Equal(dropped, applied) {
 				t.Fatalf("step %d: dry run dropped %v, compaction %v", step, dropped, applied)
 			}
+			// Every key's history, not only what reads at or above at see:
+			// a key whose history Compact left behind fails here.
+			slices.SortFunc(applied, compareRevs)
+			if want := compactModel(kept, at); !slices.Equal(applied, want) {
+				t.Fatalf("step %d: Compact(%d) dropped %v, want %v", step, at, applied, want)
+			}
+			sameRetained(t, ix, kept, keys)
 			compacted = at
+		case p < 84:
+			// A loaded index must know the history to drop as well.
+			ix = exportLoad(t, ix)
 		default:
 			rev-- // no write
 		}
@@ -144,9 +206,12 @@ func TestIndexAgainstModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		m[hot] = append(m[hot], modelEntry{rev: Revision{Main: rev}})
+		kept[hot] = append(kept[hot], modelEntry{rev: Revision{Main: rev}})
 	}
 	check(-1)
 	ix.Compact(rev-1, true, nil)
+	compactModel(kept, rev-1)
+	sameRetained(t, ix, kept, keys)
 	compacted = rev - 1
 	check(-2)
 }

@@ -42,6 +42,9 @@ type Loader struct {
 	ix   *Index
 	last uint32
 	n    int
+	// due collects the lists' entries for the index's dueLog, which
+	// wants them in revision order.
+	due []dueRev
 }
 
 // StartLoad begins filling ix, which must be empty (as New returns it).
@@ -53,9 +56,13 @@ func (ix *Index) StartLoad() (*Loader, error) {
 	return &Loader{ix: ix}, nil
 }
 
-// Finish ends the load: the index orders its keys by their bytes again
-// and may be used.
-func (l *Loader) Finish() { l.ix.idOrder = false }
+// Finish ends the load: the index orders its keys by their bytes again,
+// logs the loaded history for Compact (dueLog) and may be used.
+func (l *Loader) Finish() {
+	l.ix.idOrder = false
+	l.ix.due.addSorted(l.due)
+	l.due = nil
+}
 
 // Add adds key with its revision list, both as Export gave them (they are
 // copied), and reports whether the key is live: its latest revision is a
@@ -82,6 +89,7 @@ func (l *Loader) Add(key, list []byte) (live bool, err error) {
 		l.ix.tails[id] = t
 	}
 	l.ix.tree.ReplaceOrInsert(id)
+	l.due = logList(l.due, id, list)
 	l.last = id
 	l.n++
 	return t.live(), nil
