@@ -24,16 +24,11 @@ package keyindex
 // their live bytes are copied, so the memory of the dropped history is
 // returned.
 func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
-	var remove, carry []uint32
+	var remove []uint32
+	var again []dueRev
 	var buf [inlineMax]byte
-	// Only the keys the due log names can have history to drop (see
-	// dueLog); a key named twice is visited once.
-	visited := make([]uint64, (ix.nslots+63)/64)
+	// Only the keys due at atRev can have history to drop (see dueLog).
 	ix.due.due(atRev, func(id uint32) {
-		if visited[id/64]&(1<<(id%64)) != 0 {
-			return
-		}
-		visited[id/64] |= 1 << (id % 64)
 		b := ix.list(id, buf[:0])
 		// Locate the last entry at or below atRev.
 		it := newListIter(b)
@@ -47,11 +42,13 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			k, end, ke = i, it.i, e
 		}
 		dropKept := ke.tomb && ke.rev.Main < atRev
-		if apply && k >= 0 && ke.tomb && !dropKept {
-			carry = append(carry, id) // the next compaction drops it
-		}
 		if k < 0 || k == 0 && !dropKept {
-			return // nothing at or below atRev, or only the kept version
+			// Nothing at or below atRev, or only the kept version (a
+			// tombstone at atRev, which the next compaction drops).
+			if rev, ok := listDue(b); apply && ok {
+				again = append(again, dueRev{rev, id})
+			}
+			return
 		}
 		// Report the dropped entries.
 		if dropped != nil {
@@ -91,14 +88,14 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			nb = append(nb, b[end:]...)
 		}
 		ix.setList(id, oldCap, nb)
+		if rev, ok := listDue(nb); ok {
+			again = append(again, dueRev{rev, id})
+		}
 	})
 	if !apply {
 		return
 	}
-	ix.due.take(atRev)
-	for _, id := range carry {
-		ix.due.carry(id)
-	}
+	ix.due.requeue(atRev, again)
 	for _, id := range remove {
 		ix.removeSlot(id)
 	}

@@ -1,37 +1,38 @@
 package keyindex
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
 
-// dueLog lists the keys that have history for Compact to drop, in the
-// order it becomes droppable, so that a compaction visits only those keys
-// instead of walking the whole tree. A compaction holds writers up; at
-// 1.1 million pods a walk of every key, twice (a dry run and the change),
-// stopped the writes for over a second, while the keys with history to
-// drop were a tenth of them.
+// dueLog lists the keys that have history for Compact to drop, by the
+// revision from which they have some, so that a compaction visits only
+// the keys it drops history of instead of walking the whole tree. A
+// compaction holds writers up; at 1.1 million pods, a walk of every key
+// twice (a dry run and the change) stopped the writes for over a second,
+// while the keys with history to drop were an eighth of them.
 //
 // A key's version becomes droppable by Compact(atRev) once a later entry
 // of the key is at or below atRev, and a tombstone once it is below atRev.
-// So every entry that follows another in a key's list is logged at its
-// revision (Compact at that revision or later drops what it follows), and
-// so is a tombstone that starts a list (only a rebuilt or loaded index has
-// one). Entries come in revision order; Compact(atRev) takes the prefix at
-// or below atRev. A tombstone exactly at atRev stays (etcd keeps it for a
-// watch from atRev); its key is carried to the next compaction, which
-// drops it.
+// So a key is due from the revision of its list's second entry, or of its
+// first if that is a tombstone (a tombstone at exactly atRev stays, as in
+// etcd, and the key stays due for the next compaction). A key is in the
+// log at most once: it enters when it gets its second entry (or is
+// created by a tombstone, which only a rebuilt or loaded index does), and
+// a compaction that visits it puts it back by its new list if it still
+// has more than one entry. Entries are kept in revision order, so
+// Compact(atRev) takes a prefix.
 //
-// An entry is 8 bytes: a revision relative to its chunk's base and a slot
-// id. The log holds the history written since the last compaction, which
-// the index's lists hold anyway at 3-4 bytes a version.
+// An entry is 8 bytes, a revision relative to its chunk's base and a slot
+// id, plus a bit per slot: about a byte and a half per version of etcd's
+// storage memory benchmark, where keys are never compacted.
 type dueLog struct {
 	chunks []*dueChunk
 	// head is the first entry of chunks[0] not yet taken.
 	head int
-	// carried are the keys whose tombstone the last compaction kept at its
-	// revision: the next compaction visits them first.
-	carried []uint32
+	// in has bit id set while slot id is in the log.
+	in []uint64
 }
 
 const dueChunkLen = 4096
@@ -47,9 +48,38 @@ type dueEntry struct {
 	id    uint32
 }
 
-// add logs that slot id has history droppable from main revision rev on;
-// rev is at least every revision added before.
+// dueRev is a log entry with its whole revision.
+type dueRev struct {
+	rev int64
+	id  uint32
+}
+
+func (l *dueLog) has(id uint32) bool {
+	return int(id/64) < len(l.in) && l.in[id/64]&(1<<(id%64)) != 0
+}
+
+func (l *dueLog) mark(id uint32, in bool) {
+	for int(id/64) >= len(l.in) {
+		l.in = append(l.in, 0)
+	}
+	if in {
+		l.in[id/64] |= 1 << (id % 64)
+	} else {
+		l.in[id/64] &^= 1 << (id % 64)
+	}
+}
+
+// add logs slot id as due from rev, unless it is in the log already; rev
+// is at least every revision logged before.
 func (l *dueLog) add(rev int64, id uint32) {
+	if l.has(id) {
+		return
+	}
+	l.mark(id, true)
+	l.push(rev, id)
+}
+
+func (l *dueLog) push(rev int64, id uint32) {
 	var c *dueChunk
 	if n := len(l.chunks); n > 0 {
 		c = l.chunks[n-1]
@@ -62,33 +92,66 @@ func (l *dueLog) add(rev int64, id uint32) {
 	c.n++
 }
 
-// due calls fn for the carried keys and each logged key droppable at
-// atRev, in log order; a key may come more than once.
-func (l *dueLog) due(atRev int64, fn func(id uint32)) {
-	for _, id := range l.carried {
-		fn(id)
-	}
+// each calls fn for each entry in revision order until fn returns false.
+func (l *dueLog) each(fn func(rev int64, id uint32) bool) {
 	for i, c := range l.chunks {
 		start := 0
 		if i == 0 {
 			start = l.head
 		}
 		for _, e := range c.e[start:c.n] {
-			if c.base+int64(e.delta) > atRev {
+			if !fn(c.base+int64(e.delta), e.id) {
 				return
 			}
-			fn(e.id)
 		}
 	}
 }
 
-// take drops the carried keys and the entries at or below atRev: what a
-// compaction at atRev has visited.
+// due calls fn for each key due at atRev, in revision order.
+func (l *dueLog) due(atRev int64, fn func(id uint32)) {
+	l.each(func(rev int64, id uint32) bool {
+		if rev > atRev {
+			return false
+		}
+		fn(id)
+		return true
+	})
+}
+
+// requeue ends a compaction at atRev: the keys due at atRev leave the
+// log, and those of again, each due from its revision, go back in. again
+// must hold only keys due at atRev.
+func (l *dueLog) requeue(atRev int64, again []dueRev) {
+	l.take(atRev)
+	if len(again) == 0 {
+		return
+	}
+	slices.SortFunc(again, func(a, b dueRev) int { return cmp.Compare(a.rev, b.rev) })
+	for _, a := range again {
+		l.mark(a.id, true)
+	}
+	// Merge again into what is left, into a new log.
+	old := *l
+	*l = dueLog{in: old.in}
+	old.each(func(rev int64, id uint32) bool {
+		for len(again) > 0 && again[0].rev <= rev {
+			l.push(again[0].rev, again[0].id)
+			again = again[1:]
+		}
+		l.push(rev, id)
+		return true
+	})
+	for _, a := range again {
+		l.push(a.rev, a.id)
+	}
+}
+
+// take removes the keys due at atRev.
 func (l *dueLog) take(atRev int64) {
-	l.carried = l.carried[:0]
 	for len(l.chunks) > 0 {
 		c := l.chunks[0]
 		for l.head < c.n && c.base+int64(c.e[l.head].delta) <= atRev {
+			l.mark(c.e[l.head].id, false)
 			l.head++
 		}
 		if l.head < c.n || len(l.chunks) == 1 {
@@ -99,12 +162,9 @@ func (l *dueLog) take(atRev int64) {
 	}
 }
 
-// carry has the next compaction visit slot id.
-func (l *dueLog) carry(id uint32) { l.carried = append(l.carried, id) }
-
-// len returns the number of entries logged and not taken.
+// len returns the number of keys in the log.
 func (l *dueLog) len() int {
-	n := len(l.carried)
+	n := 0
 	for i, c := range l.chunks {
 		n += c.n
 		if i == 0 {
@@ -114,40 +174,25 @@ func (l *dueLog) len() int {
 	return n
 }
 
-// logList logs the entries of slot id's list b, which a Loader added out
-// of revision order, into pending; sortPending then moves them to the log.
-func logList(pending []dueRev, id uint32, b []byte) []dueRev {
+// listDue returns the revision from which a key with list b has history
+// to drop, and false if it has none whatever later compactions come.
+func listDue(b []byte) (int64, bool) {
 	it := newListIter(b)
-	for i := 0; ; i++ {
-		e, ok := it.next()
-		if !ok {
-			return pending
-		}
-		if i > 0 || e.tomb {
-			pending = append(pending, dueRev{rev: e.rev.Main, id: id})
-		}
+	first, ok := it.next()
+	if !ok {
+		return 0, false
 	}
+	if first.tomb {
+		return first.rev.Main, true
+	}
+	second, ok := it.next()
+	return second.rev.Main, ok
 }
 
-// dueRev is a log entry with its whole revision, as a Loader collects
-// them before sorting.
-type dueRev struct {
-	rev int64
-	id  uint32
-}
-
-// addSorted sorts pending by revision and logs it.
-func (l *dueLog) addSorted(pending []dueRev) {
-	slices.SortFunc(pending, func(a, b dueRev) int {
-		switch {
-		case a.rev < b.rev:
-			return -1
-		case a.rev > b.rev:
-			return 1
-		}
-		return 0
-	})
-	for _, p := range pending {
-		l.add(p.rev, p.id)
+// addSorted logs entries that came out of revision order (a Loader's).
+func (l *dueLog) addSorted(entries []dueRev) {
+	slices.SortFunc(entries, func(a, b dueRev) int { return cmp.Compare(a.rev, b.rev) })
+	for _, e := range entries {
+		l.add(e.rev, e.id)
 	}
 }

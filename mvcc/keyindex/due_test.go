@@ -1,16 +1,18 @@
 package keyindex
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"testing"
 )
 
-// TestDueLog checks the log's order and bounds across chunks, including
-// a revision too far from its chunk's base for a 32-bit delta.
+// TestDueLog checks the log's order, its one entry per key, and the merge
+// of the keys a compaction puts back, across chunks and across a revision
+// too far from its chunk's base for a 32-bit delta.
 func TestDueLog(t *testing.T) {
 	var l dueLog
-	var want []dueRev
+	var want []dueRev // the log's model
 	rev := int64(1)
 	for i := range 3*dueChunkLen + 10 {
 		if i == dueChunkLen+5 {
@@ -18,40 +20,73 @@ func TestDueLog(t *testing.T) {
 		}
 		rev += int64(i % 3)
 		l.add(rev, uint32(i))
+		l.add(rev+1, uint32(i)) // in the log already: ignored
 		want = append(want, dueRev{rev, uint32(i)})
 	}
-	due := func(atRev int64) []uint32 {
-		var ids []uint32
-		l.due(atRev, func(id uint32) { ids = append(ids, id) })
-		return ids
+	check := func(when string) { // before any requeue: the order is exact
+		t.Helper()
+		var got []dueRev
+		l.each(func(rev int64, id uint32) bool {
+			got = append(got, dueRev{rev, id})
+			return true
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: %d entries, want %d (first %v, want %v)", when, len(got), len(want), got[:min(3, len(got))], want[:min(3, len(want))])
+		}
+		for _, w := range want {
+			if !l.has(w.id) {
+				t.Fatalf("%s: key %d not marked", when, w.id)
+			}
+		}
 	}
-	for _, at := range []int64{0, want[10].rev, want[dueChunkLen+4].rev, want[dueChunkLen+5].rev, want[2*dueChunkLen].rev, rev} {
+	check("after adds")
+	byRev := func(a, b dueRev) int { return cmp.Compare(a.rev, b.rev) }
+	// Equal revisions may come in any order: compare sorted by id too.
+	byRevID := func(a, b dueRev) int { return cmp.Or(byRev(a, b), cmp.Compare(a.id, b.id)) }
+	for n, at := range []int64{0, want[10].rev, want[dueChunkLen+4].rev, want[dueChunkLen+5].rev, want[2*dueChunkLen].rev, rev} {
+		var due []uint32
+		l.due(at, func(id uint32) { due = append(due, id) })
 		var expect []uint32
+		var left []dueRev
 		for _, w := range want {
 			if w.rev <= at {
 				expect = append(expect, w.id)
+			} else {
+				left = append(left, w)
 			}
 		}
-		if got := due(at); !slices.Equal(got, expect) {
-			t.Fatalf("due(%d): %d ids, want %d", at, len(got), len(expect))
+		slices.Sort(due) // equal revisions come in any order
+		if !slices.Equal(due, slices.Sorted(slices.Values(expect))) {
+			t.Fatalf("due(%d): %d keys, want %d", at, len(due), len(expect))
 		}
-		l.take(at)
-		for len(want) > 0 && want[0].rev <= at {
-			want = want[1:]
+		// Every third key due goes back, due later, in no order.
+		var again []dueRev
+		for i := len(expect) - 1; i >= 0; i -= 3 {
+			again = append(again, dueRev{at + int64(i%50), expect[i]})
+		}
+		l.requeue(at, slices.Clone(again))
+		for _, id := range expect {
+			if l.has(id) != slices.ContainsFunc(again, func(a dueRev) bool { return a.id == id }) {
+				t.Fatalf("requeue(%d): key %d marked %v", at, id, l.has(id))
+			}
+		}
+		want = append(left, again...)
+		var got []dueRev
+		l.each(func(rev int64, id uint32) bool { got = append(got, dueRev{rev, id}); return true })
+		if !slices.IsSortedFunc(got, byRev) {
+			t.Fatalf("requeue(%d): log out of revision order", at)
+		}
+		slices.SortFunc(got, byRevID)
+		slices.SortFunc(want, byRevID)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d, requeue(%d): %d entries, want %d", n, at, len(got), len(want))
 		}
 		if l.len() != len(want) {
-			t.Fatalf("after take(%d): len %d, want %d", at, l.len(), len(want))
+			t.Fatalf("requeue(%d): len %d, want %d", at, l.len(), len(want))
 		}
 	}
-	if len(l.chunks) > 1 {
-		t.Fatalf("%d chunks left after everything was taken", len(l.chunks))
-	}
-	l.carry(7)
-	if got := due(0); !slices.Equal(got, []uint32{7}) {
-		t.Fatalf("due(0) with 7 carried = %v", got)
-	}
-	l.take(0)
-	if l.len() != 0 {
-		t.Fatalf("carried key left after take: len %d", l.len())
+	l.requeue(math.MaxInt64, nil)
+	if l.len() != 0 || len(l.chunks) > 1 {
+		t.Fatalf("after everything was taken: len %d, %d chunks", l.len(), len(l.chunks))
 	}
 }

@@ -399,7 +399,7 @@ func (ix *Index) appendTo(id uint32, t tail, rev Revision, tomb bool) {
 		t.lastTomb = false
 	}
 	t.last, t.empty = rev, false
-	// The entry follows another: from rev on, Compact drops that one.
+	// The key has history to drop from rev on, if not from earlier.
 	ix.due.add(rev.Main, id)
 
 	s := ix.slot(id)

@@ -89,7 +89,9 @@ func (l *Loader) Add(key, list []byte) (live bool, err error) {
 		l.ix.tails[id] = t
 	}
 	l.ix.tree.ReplaceOrInsert(id)
-	l.due = logList(l.due, id, list)
+	if rev, ok := listDue(list); ok {
+		l.due = append(l.due, dueRev{rev, id})
+	}
 	l.last = id
 	l.n++
 	return t.live(), nil
