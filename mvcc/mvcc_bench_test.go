@@ -279,9 +279,10 @@ func cpuTime() time.Duration {
 // a store of 200,000 keys written twice, then one of 1,000,000 keys of
 // which 100,000 were written twice (a large store with little history to
 // drop, as at 30 GB of pods five minutes into the updates), is compacted
-// to its last revision while a writer puts a key of its own in a loop. It reports the writer's slowest put during the compaction, its
-// slowest put before it, and the compaction's length: what a server's
-// apply loop, which runs the compaction, holds the writes behind it for.
+// to its last revision while a writer puts a key of its own in a loop.
+// It reports the writer's slowest put during the compaction, its slowest
+// put before it, and the compaction's length: what a server's apply loop,
+// which runs the compaction, holds the writes behind it for.
 //
 //	go test ./mvcc -run '^$' -bench CompactionHold -benchtime 3x
 func BenchmarkCompactionHold(b *testing.B) {

@@ -40,9 +40,8 @@ func TestDueLog(t *testing.T) {
 		}
 	}
 	check("after adds")
-	byRev := func(a, b dueRev) int { return cmp.Compare(a.rev, b.rev) }
 	// Equal revisions may come in any order: compare sorted by id too.
-	byRevID := func(a, b dueRev) int { return cmp.Or(byRev(a, b), cmp.Compare(a.id, b.id)) }
+	byRevID := func(a, b dueRev) int { return cmp.Or(byDueRev(a, b), cmp.Compare(a.id, b.id)) }
 	for n, at := range []int64{0, want[10].rev, want[dueChunkLen+4].rev, want[dueChunkLen+5].rev, want[2*dueChunkLen].rev, rev} {
 		var due []uint32
 		l.due(at, func(id uint32) { due = append(due, id) })
@@ -73,7 +72,7 @@ func TestDueLog(t *testing.T) {
 		want = append(left, again...)
 		var got []dueRev
 		l.each(func(rev int64, id uint32) bool { got = append(got, dueRev{rev, id}); return true })
-		if !slices.IsSortedFunc(got, byRev) {
+		if !slices.IsSortedFunc(got, byDueRev) {
 			t.Fatalf("requeue(%d): log out of revision order", at)
 		}
 		slices.SortFunc(got, byRevID)
