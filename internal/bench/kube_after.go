@@ -85,6 +85,10 @@ func settledDisk(ctx context.Context, s *Server, c *clientv3.Client, settle time
 	return dirBytes(s.dir), nil
 }
 
+// snapshotTimeout bounds a snapshot: etcd streams its whole bbolt file,
+// tens of gigabytes at the 30 GB scale.
+const snapshotTimeout = 30 * time.Minute
+
 // saveSnapshot saves a snapshot of c's server as etcdctl snapshot save
 // does (stream, write, fsync) into a file under dir that it removes, and
 // returns its time and size.
@@ -95,7 +99,7 @@ func saveSnapshot(ctx context.Context, c *clientv3.Client, dir string) (float64,
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	t0 := time.Now()
 	rc, err := c.Snapshot(ctx)
@@ -116,20 +120,43 @@ func saveSnapshot(ctx context.Context, c *clientv3.Client, dir string) (float64,
 // firstReadTry bounds one try of firstRead.
 const firstReadTry = 500 * time.Millisecond
 
-// firstRead counts the pods through a client of its own: the load's
-// client, whose connection broke at the stop, would wait out gRPC's
-// reconnect backoff (1 s, then 1.6 s, 2.6 s ...) and add it to the restart.
-// A new client dials at once; each try is bounded by firstReadTry, the
-// resolution of the restart time.
-func firstRead(ctx context.Context, endpoints []string) (int64, error) {
+// restartReadyTimeout bounds a restart: etcd reads its whole bbolt file
+// to rebuild its index before it serves, minutes at the 30 GB scale.
+const restartReadyTimeout = 10 * time.Minute
+
+// countTimeout bounds the count of the pods after a restart.
+const countTimeout = 5 * time.Minute
+
+// firstRead reads one pod key, linearizably, through a client of its own:
+// the load's client, whose connection broke at the stop, would wait out
+// gRPC's reconnect backoff (1 s, then 1.6 s, 2.6 s ...) and add it to the
+// restart. A new client dials at once; each try is bounded by
+// firstReadTry, the resolution of the restart time. It reads one key, not
+// a count of the pods, so that the restart's time is the time to serve:
+// at a million pods a count alone takes longer than a try.
+func firstRead(ctx context.Context, endpoints []string) error {
 	rctx, cancel := context.WithTimeout(ctx, firstReadTry)
 	defer cancel()
 	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Context: rctx, Logger: nopLogger})
 	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Get(rctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+	return err
+}
+
+// countRestartedPods counts the pods at the endpoints, linearizably,
+// through a client of its own.
+func countRestartedPods(ctx context.Context, endpoints []string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Context: ctx, Logger: nopLogger})
+	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	resp, err := c.Get(rctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := c.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
 	}
@@ -139,7 +166,7 @@ func firstRead(ctx context.Context, endpoints []string) (int64, error) {
 // restartServer stops s with SIGTERM, starts the same command on the same
 // data directory (under the same taskset, when pinned), and returns the
 // time from the start to the first linearizable read answered at c's
-// endpoints (firstRead), and the number of pods it read. It restarts a
+// endpoints (firstRead), and the number of pods it then holds. It restarts a
 // Server in place, which StartServer has no call for, so it sets up the
 // process as StartServer does.
 func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Duration, int64, error) {
@@ -158,11 +185,16 @@ func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Dur
 	if err := s.launch(log); err != nil {
 		return 0, 0, fmt.Errorf("%w: restarting %s: %w", ErrKubeLoad, s.Kind, err)
 	}
-	deadline := time.Now().Add(readyTimeout)
+	deadline := time.Now().Add(restartReadyTimeout)
 	for {
-		count, err := firstRead(ctx, c.Endpoints())
+		err := firstRead(ctx, c.Endpoints())
 		if err == nil {
-			return time.Since(t0), count, nil
+			took := time.Since(t0)
+			count, err := countRestartedPods(ctx, c.Endpoints())
+			if err != nil {
+				return took, 0, fmt.Errorf("%w: counting the pods after a restart of %s: %w", ErrKubeLoad, s.Kind, err)
+			}
+			return took, count, nil
 		}
 		select {
 		case <-s.done:
@@ -172,7 +204,7 @@ func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Dur
 		default:
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("%w: %s answered no read within %s of a restart (last: %w)", ErrKubeLoad, s.Kind, readyTimeout, err)
+			return 0, 0, fmt.Errorf("%w: %s answered no read within %s of a restart (last: %w)", ErrKubeLoad, s.Kind, restartReadyTimeout, err)
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
 			time.Sleep(10 * time.Millisecond)
