@@ -13,11 +13,11 @@ import (
 // BenchmarkRangePods lists 8,000 Kubernetes pods of about 14 KB, created
 // and then updated in random order as in `strata bench kube`, in pages of
 // 500 with continuation, on the server's engine settings (4 MB tables,
-// 32 KB blocks with zstd at the bottom, its 32 MB memory budget): the
+// 4 KB blocks with zstd at the bottom, its 32 MB memory budget): the
 // records of a page lie at scattered revisions, so the list reads
 // values across the whole store. Values compressed against a dictionary
 // (the default) are decompressed alone; stored as given (RawValues), each
-// value read decompresses the 32 KB block that holds it. stored-B/pod is
+// value read decompresses the block that holds it. stored-B/pod is
 // the engine's disk use per pod version written.
 func BenchmarkRangePods(b *testing.B) {
 	for _, raw := range []bool{false, true} {

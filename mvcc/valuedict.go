@@ -18,8 +18,8 @@ import (
 // (S2 with a dictionary), before they reach the engine.
 //
 // Why: Kubernetes objects of 10-20 KB repeat each other far more than
-// they repeat themselves. The engine compresses blocks of 32 KB, about two
-// objects, at 4.9x; a 64 KB dictionary of earlier objects makes one object
+// they repeat themselves. The engine compressed the server's blocks of
+// 32 KB (its block size then), about two objects, at 4.9x; a 64 KB dictionary of earlier objects makes one object
 // alone compress at about 8x (mvcc/testdata and docs/mvcc.md give the
 // figures). Compressed alone, a value is also decompressed alone: a read
 // no longer decompresses the other values of its block, so reading a
