@@ -132,8 +132,8 @@ const countTimeout = 5 * time.Minute
 // gRPC's reconnect backoff (1 s, then 1.6 s, 2.6 s ...) and add it to the
 // restart. A new client dials at once; each try is bounded by
 // firstReadTry, the resolution of the restart time. It reads one key, not
-// a count of the pods, so that the restart's time is the time to serve:
-// at a million pods a count alone takes longer than a try.
+// a count of the pods, so that the restart's time is the time to serve,
+// not the time to count a million keys within one try.
 func firstRead(ctx context.Context, endpoints []string) error {
 	rctx, cancel := context.WithTimeout(ctx, firstReadTry)
 	defer cancel()
