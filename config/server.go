@@ -208,8 +208,9 @@ const ServeBlockSize = 4 << 10
 // (MinLZ) on every level, while the bottommost level's zstd stays on the
 // values in blob files. Every watch event with prevKV, every read and
 // every page of a list looks its records up in the tables; with zstd on
-// the bottommost tables' blocks (32 KB then), a fifth of the server's CPU during
-// pod updates went to reading previous values, a quarter of that to zstd.
+// the bottommost tables' blocks (32 KB then), a fifth of the server's CPU
+// during pod updates went to reading previous values, a quarter of that
+// to zstd.
 // On 70,000 pod creates and 70,000 updates (3 passes): 0.96x the server
 // CPU, a full list in 0.89x the time and CPU, disk +0.6%
 // (docs/data/key-codec.md).

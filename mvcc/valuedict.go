@@ -17,15 +17,15 @@ import (
 // Values are compressed one by one against a dictionary of recent values
 // (S2 with a dictionary), before they reach the engine.
 //
-// Why: Kubernetes objects of 10-20 KB repeat each other far more than
-// they repeat themselves. The engine compressed the server's blocks of
-// 32 KB (its block size then), about two objects, at 4.9x; a 64 KB dictionary of earlier objects makes one object
-// alone compress at about 8x (mvcc/testdata and docs/mvcc.md give the
-// figures). Compressed alone, a value is also decompressed alone: a read
-// no longer decompresses the other values of its block, so reading a
-// value out of history costs less, not more. And the WAL, the memtables
-// and the record cache hold the compressed value, so they hold several
-// times more of them.
+// Why: Kubernetes objects of 10-20 KB repeat each other far more than they
+// repeat themselves. The engine compressed the server's blocks of 32 KB
+// (its block size then), about two objects, at 4.9x; a 64 KB dictionary of
+// earlier objects makes one object alone compress at about 8x
+// (mvcc/testdata and docs/mvcc.md give the figures). Compressed alone, a
+// value is also decompressed alone: a read no longer decompresses the
+// other values of its block, so reading a value out of history costs less,
+// not more. And the WAL, the memtables and the record cache hold the
+// compressed value, so they hold several times more of them.
 //
 // A dictionary is the last dictSize bytes of the values written just
 // before it was made. It is stored under the dictionary prefix (codec.go)

@@ -120,8 +120,8 @@ func saveSnapshot(ctx context.Context, c *clientv3.Client, dir string) (float64,
 // firstReadTry bounds one try of firstRead.
 const firstReadTry = 500 * time.Millisecond
 
-// restartReadyTimeout bounds a restart: etcd reads its whole bbolt file
-// to rebuild its index before it serves, minutes at the 30 GB scale.
+// restartReadyTimeout bounds a restart: etcd rebuilds its index from its
+// bbolt file before it serves, tens of gigabytes at the 30 GB scale.
 const restartReadyTimeout = 10 * time.Minute
 
 // countTimeout bounds the count of the pods after a restart.
