@@ -146,23 +146,6 @@ func firstRead(ctx context.Context, endpoints []string) error {
 	return err
 }
 
-// countRestartedPods counts the pods at the endpoints, linearizably,
-// through a client of its own.
-func countRestartedPods(ctx context.Context, endpoints []string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, countTimeout)
-	defer cancel()
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Context: ctx, Logger: nopLogger})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	resp, err := c.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, err
-	}
-	return resp.Count, nil
-}
-
 // restartServer stops s with SIGTERM, starts the same command on the same
 // data directory (under the same taskset, when pinned), and returns the
 // time from the start to the first linearizable read answered at c's
@@ -190,7 +173,7 @@ func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Dur
 		err := firstRead(ctx, c.Endpoints())
 		if err == nil {
 			took := time.Since(t0)
-			count, err := countRestartedPods(ctx, c.Endpoints())
+			count, err := countPods(ctx, s.Endpoint, countTimeout)
 			if err != nil {
 				return took, 0, fmt.Errorf("%w: counting the pods after a restart of %s: %w", ErrKubeLoad, s.Kind, err)
 			}

@@ -236,9 +236,11 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 		return smp, err
 	}
 	smp.LeaderCPUSeconds = leaderCPU1 - leaderCPU0
-	if smp.Pods, err = countPods(ctx, nm.Endpoint); err != nil {
-		return smp, err
+	pods, err := countPods(ctx, nm.Endpoint, time.Minute)
+	if err != nil {
+		return smp, fmt.Errorf("%w: counting the pods on the new member: %w", ErrMember, err)
 	}
+	smp.Pods = int(pods)
 	if smp.Pods != o.Load.Pods {
 		return smp, fmt.Errorf("%w: the new member answers %d pods, want %d", ErrMember, smp.Pods, o.Load.Pods)
 	}
@@ -386,20 +388,21 @@ func poll(ctx context.Context, probe func(context.Context) (bool, error)) error 
 	}
 }
 
-// countPods counts the pods endpoint answers from its own store.
-func countPods(ctx context.Context, endpoint string) (int, error) {
+// countPods counts the pods endpoint answers from its own store
+// (serializable), within the given time, through a client of its own.
+func countPods(ctx context.Context, endpoint string, within time.Duration) (int64, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
 	if err != nil {
 		return 0, err
 	}
 	defer cli.Close()
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	rctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	resp, err := cli.Get(rctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
 	if err != nil {
-		return 0, fmt.Errorf("%w: counting the pods on the new member: %w", ErrMember, err)
+		return 0, err
 	}
-	return int(resp.Count), nil
+	return resp.Count, nil
 }
 
 // snapshotReceived is the text of the log line in which each server
