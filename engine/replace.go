@@ -196,15 +196,21 @@ func (sw *spanWriter) put(key, value []byte) error {
 		return fmt.Errorf("%w: key %q outside the span [%q, %q)", ErrKeyOrder, key, sw.start, sw.end)
 	}
 	sw.last, sw.any = append(sw.last[:0], key...), true
+	return sw.write(func(w *sstable.Writer) error { return w.Set(key, value) })
+}
+
+// write adds one entry, with add, into the table being written (a
+// new one if none is), and finishes that table once it reaches tableSize.
+func (sw *spanWriter) write(add func(w *sstable.Writer) error) error {
 	if sw.w == nil {
 		path, w, err := sw.db.newTempTable(sw.level)
 		if err != nil {
-			return fmt.Errorf("engine: replace span: %w", err)
+			return fmt.Errorf("engine: write table: %w", err)
 		}
 		sw.paths, sw.w = append(sw.paths, path), w
 	}
-	if err := sw.w.Set(key, value); err != nil {
-		return fmt.Errorf("engine: replace span: write %s: %w", sw.paths[len(sw.paths)-1], err)
+	if err := add(sw.w); err != nil {
+		return fmt.Errorf("engine: write %s: %w", sw.paths[len(sw.paths)-1], err)
 	}
 	if sw.w.Raw().EstimatedSize() >= sw.tableSize {
 		return sw.finishTable()
@@ -220,7 +226,7 @@ func (sw *spanWriter) finishTable() error {
 	err := sw.w.Close()
 	sw.w = nil
 	if err != nil {
-		return fmt.Errorf("engine: replace span: write %s: %w", sw.paths[len(sw.paths)-1], err)
+		return fmt.Errorf("engine: write %s: %w", sw.paths[len(sw.paths)-1], err)
 	}
 	return nil
 }

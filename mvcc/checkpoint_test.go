@@ -116,7 +116,7 @@ func TestCheckpointAgreesWithRebuild(t *testing.T) {
 	for round := range 4 {
 		r := rand.New(rand.NewPCG(seed, uint64(round)))
 		db := openEngine(t, vfs.NewMem(), false)
-		s := openStore(t, db, Options{CompactionBatchSize: 3})
+		s := openStore(t, db, Options{})
 		m := newModel()
 		g := newOpGen(r, 16)
 		for cycle := range 4 {
@@ -133,7 +133,7 @@ func TestCheckpointAgreesWithRebuild(t *testing.T) {
 			rebuilt := copyEngine(t, db, func(k []byte) bool { return !isCheckpointToken(k) })
 			want := openStore(t, rebuilt, Options{})
 			requireSource(t, want, IndexRebuilt)
-			s = openStore(t, db, Options{CompactionBatchSize: 3})
+			s = openStore(t, db, Options{})
 			requireSource(t, s, IndexFromCheckpoint)
 			requireSameIndex(t, want, s)
 			checkAgainstModel(t, s, m, what)
@@ -355,7 +355,7 @@ func TestCheckpointNotWrittenMidCompaction(t *testing.T) {
 	db := openEngine(t, vfs.NewMem(), false)
 	defer db.Close()
 	fail := false
-	s := openStore(t, db, Options{CompactionBatchSize: 2, hooks: hooks{beforeCompactCommit: func(i int) error {
+	s := openStore(t, db, Options{hooks: hooks{beforeCompactCommit: func(i int) error {
 		if fail && i > 0 {
 			return errInjected
 		}

@@ -15,7 +15,7 @@ import (
 // keys from one transaction (atomicity), reads of retained revisions never
 // fail but with ErrCompacted, and the watcher sees every revision once.
 func TestConcurrentReadsWritesCompactions(t *testing.T) {
-	s, _ := newMemStore(t, Options{CompactionBatchSize: 7, WatchBufferSize: 16})
+	s, _ := newMemStore(t, Options{WatchBufferSize: 16})
 	const keys = 10
 	writes := 600
 	if testing.Short() {

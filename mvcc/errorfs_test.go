@@ -37,7 +37,7 @@ func TestCompactionWriteErrorSweep(t *testing.T) {
 			return nil
 		})
 		db := openEngine(t, errorfs.Wrap(mem, inj), true)
-		s := openStore(t, db, Options{CompactionBatchSize: 4})
+		s := openStore(t, db, Options{})
 		m := newModel()
 		g := newOpGen(r, 10)
 		for range 60 {

@@ -171,7 +171,7 @@ func requireSameRestore(t *testing.T, want, got *Store) {
 func TestRestoreFromIndexRecords(t *testing.T) {
 	g := newOpGen(rand.New(rand.NewPCG(testSeed(t), 0)), 20)
 	m := newModel()
-	live, db := newMemStore(t, Options{CompactionBatchSize: 7})
+	live, db := newMemStore(t, Options{})
 	randomLeasedHistory(t, live, m, g, 600)
 	checkRevisionKeys(t, db, 0)
 	t.Logf("revision %d, compacted at %d, %d leases, index %+v", live.Rev(), live.CompactRev(), len(live.Leases()), live.IndexStats())
@@ -179,7 +179,7 @@ func TestRestoreFromIndexRecords(t *testing.T) {
 	fromIndex := openStore(t, copyEngine(t, db, func([]byte) bool { return true }), Options{})
 	defer fromIndex.Close()
 	oldDB := copyEngine(t, db, withoutIndexRecords(keyindex.MaxMain))
-	fromRecords := openStore(t, oldDB, Options{CompactionBatchSize: 5})
+	fromRecords := openStore(t, oldDB, Options{})
 	defer fromRecords.Close()
 	mid := (live.CompactRev() + live.Rev()) / 2
 	mixedDB := copyEngine(t, db, withoutIndexRecords(mid))

@@ -13,10 +13,6 @@ import (
 
 // Options tune a Store. The zero value is valid.
 type Options struct {
-	// CompactionBatchSize is the number of revision keys one engine batch
-	// of a compaction deletes. Larger batches finish sooner; smaller ones
-	// hold up writers less. The default value is 10000.
-	CompactionBatchSize int
 	// WatchBufferSize is the number of events a watcher buffers in memory
 	// for a slow reader. Past it the watcher stops buffering and later
 	// reads the events back from storage, so writers never wait for it and
@@ -57,16 +53,12 @@ type hooks struct {
 }
 
 const (
-	defaultCompactionBatchSize = 10000
-	defaultWatchBufferSize     = 1024
+	defaultWatchBufferSize = 1024
 )
 
 // validate reports every invalid field at once.
 func (o *Options) validate() error {
 	var errs []error
-	if o.CompactionBatchSize < 0 {
-		errs = append(errs, fmt.Errorf("mvcc: CompactionBatchSize = %d: must be >= 0 (0 means %d)", o.CompactionBatchSize, defaultCompactionBatchSize))
-	}
 	if o.WatchBufferSize < 0 {
 		errs = append(errs, fmt.Errorf("mvcc: WatchBufferSize = %d: must be >= 0 (0 means %d)", o.WatchBufferSize, defaultWatchBufferSize))
 	}
@@ -74,9 +66,6 @@ func (o *Options) validate() error {
 }
 
 func (o *Options) ensureDefaults() {
-	if o.CompactionBatchSize == 0 {
-		o.CompactionBatchSize = defaultCompactionBatchSize
-	}
 	if o.WatchBufferSize == 0 {
 		o.WatchBufferSize = defaultWatchBufferSize
 	}

@@ -20,7 +20,7 @@ func TestStoreAgainstModel(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openEngine(t, fs, false)
 	defer func() { _ = db.Close() }()
-	opts := Options{CompactionBatchSize: 1 + r.IntN(5)}
+	opts := Options{}
 	s := openStore(t, db, opts)
 	m := newModel()
 	g := newOpGen(r, 16)

@@ -14,9 +14,9 @@ package keyindex
 // follows the history dropped, not the size of the index.
 //
 // dropped, if not nil, is called for each dropped revision, in increasing
-// order per key: the caller deletes them from storage in that order, which
-// keeps a crash mid-way safe (a key's tombstone goes last, so a rebuilt
-// index never shows an older put as live).
+// order per key (the store sorts them all and deletes them from storage in
+// one ingestion, so a crash never leaves a key's tombstone deleted and an
+// older put of it not).
 //
 // With apply false, Compact only reports what it would drop and changes
 // nothing; it then only reads and may run beside other readers.

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// DeleteSorted deletes the keys that fill passes to del, given in strictly
+// increasing order, by ingesting a table of their tombstones rather than
+// committing a batch. It is for deleting many keys spread over a span that
+// older data fills, while new writes go elsewhere: a revisioned store's
+// dropped history. Tombstones committed in a batch share memtables with
+// the new writes, so each flushed table spans from the oldest tombstone to
+// the newest write, and the compaction that takes it down rewrites every
+// table of the level below in between; an ingested table spans only its
+// own keys, and its compaction rewrites only the tables they fall in.
+//
+// The tombstones go into tables of Pebble's level-0 target file size,
+// ingested at once: an ingestion holds up every commit after it until its
+// manifest edit is synced, so one is cheaper for writers than one per
+// table. The tombstones are durable when DeleteSorted returns (the table and the
+// manifest are synced), and they apply after every write committed before
+// the call; a write committed earlier but not yet synced (sync = false) can
+// still be lost in a crash that keeps the tombstones, so a caller that
+// needs an order commits its earlier batch with CommitSync. Readers see all
+// the tombstones at once. If fill or del fails (an out-of-order key is
+// ErrKeyOrder, naming it), nothing is deleted and fill's error is returned.
+// Like a batch, the ingestion is a write for a concurrent codec rewrite
+// (CompactAll): a chunk it overlaps is read again.
+func (db *DB) DeleteSorted(fill func(del func(key []byte) error) error) (err error) {
+	if err := db.enterOp(); err != nil {
+		return err
+	}
+	defer db.leaveOp()
+	defer db.recoverFatal(&err)
+	if err := db.writable("DeleteSorted"); err != nil {
+		return err
+	}
+	// Tables of Pebble's level-0 target size, ingested together: one
+	// ingestion holds up commits once (see above), however many tables.
+	sw := &spanWriter{db: db, level: 0, tableSize: uint64(db.popts.TargetFileSizes[0])}
+	defer sw.removeAll()
+	var first, last []byte
+	n := 0
+	del := func(key []byte) error {
+		if db.closed.Load() {
+			return ErrClosed
+		}
+		if n > 0 && bytes.Compare(key, last) <= 0 {
+			return fmt.Errorf("%w: key %q after %q: keys must be strictly increasing", ErrKeyOrder, key, last)
+		}
+		if n == 0 {
+			first = append(first, key...)
+		}
+		last = append(last[:0], key...)
+		n++
+		return sw.write(func(w *sstable.Writer) error { return w.Delete(key) })
+	}
+	if err := fill(del); err != nil {
+		return err
+	}
+	if err := sw.finishTable(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	ticket, err := db.enterWrite(first, last)
+	if err != nil {
+		return err
+	}
+	defer db.guard.leave(ticket)
+	if err := db.pdb.Ingest(db.ctx, sw.paths); err != nil {
+		return fmt.Errorf("engine: delete sorted: ingest %d tombstones: %w", n, err)
+	}
+	return nil
+}
