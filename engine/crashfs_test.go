@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/config"
 )
 
 // TestSyncSurvivesPowerLoss writes with sync = true on a crashable in-memory
@@ -54,14 +55,7 @@ func TestSyncSurvivesPowerLoss(t *testing.T) {
 // crash clone that drops unsynced data loses recent writes, so the test
 // above cannot pass by accident.
 func TestNoSyncCanLoseOnPowerLoss(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	cfg := testConfig(t)
-	cfg.DBPath = "/db"
-	cfg.Sync = false
-	db, err := Open(cfg, Options{FS: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, cfg, db := openNoSyncCrashable(t)
 	for i := range 200 {
 		_ = db.Put(key(i), doc(i, 300))
 	}
@@ -81,4 +75,19 @@ func TestNoSyncCanLoseOnPowerLoss(t *testing.T) {
 	if lost == 0 {
 		t.Fatal("sync = false lost nothing after dropping unsynced data; the crash FS does not model loss")
 	}
+}
+
+// openNoSyncCrashable opens a database with sync = false on a crashable
+// in-memory file system, for a test that clones it as a crash would.
+func openNoSyncCrashable(t *testing.T) (*vfs.MemFS, *config.Config, *DB) {
+	t.Helper()
+	mem := vfs.NewCrashableMem()
+	cfg := testConfig(t)
+	cfg.DBPath = "/db"
+	cfg.Sync = false
+	db, err := Open(cfg, Options{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, cfg, db
 }

@@ -130,14 +130,7 @@ func TestDeleteSortedRefusal(t *testing.T) {
 // TestDeleteSortedDurable: with sync = false, the deletions survive a crash
 // that loses every unsynced byte, once DeleteSorted has returned.
 func TestDeleteSortedDurable(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	cfg := testConfig(t)
-	cfg.DBPath = "/db"
-	cfg.Sync = false
-	db, err := Open(cfg, Options{FS: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, cfg, db := openNoSyncCrashable(t)
 	for i := range 200 {
 		mustPut(t, db, key(i), []byte("v"))
 	}
@@ -149,7 +142,7 @@ func TestDeleteSortedDurable(t *testing.T) {
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	_ = db.Close()
-	db, err = Open(cfg, Options{FS: crashed})
+	db, err := Open(cfg, Options{FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}
