@@ -8,7 +8,7 @@ import (
 )
 
 // DeleteSorted deletes the keys that fill passes to del, given in strictly
-// increasing order, by ingesting a table of their tombstones rather than
+// increasing order, by ingesting tables of their tombstones rather than
 // committing a batch. It is for deleting many keys spread over a span that
 // older data fills, while new writes go elsewhere: a revisioned store's
 // dropped history. Tombstones committed in a batch share memtables with
@@ -20,15 +20,15 @@ import (
 // The tombstones go into tables of Pebble's level-0 target file size,
 // ingested at once: an ingestion holds up every commit after it until its
 // manifest edit is synced, so one is cheaper for writers than one per
-// table. The tombstones are durable when DeleteSorted returns (the table and the
-// manifest are synced), and they apply after every write committed before
-// the call; a write committed earlier but not yet synced (sync = false) can
-// still be lost in a crash that keeps the tombstones, so a caller that
-// needs an order commits its earlier batch with CommitSync. Readers see all
-// the tombstones at once. If fill or del fails (an out-of-order key is
-// ErrKeyOrder, naming it), nothing is deleted and fill's error is returned.
-// Like a batch, the ingestion is a write for a concurrent codec rewrite
-// (CompactAll): a chunk it overlaps is read again.
+// table. The tombstones are durable when DeleteSorted returns (the tables
+// and the manifest are synced), and they apply after every write committed
+// before the call; a write committed earlier but not yet synced (sync =
+// false) can still be lost in a crash that keeps the tombstones, so a
+// caller that needs an order commits its earlier batch with CommitSync.
+// Readers see all the tombstones at once. If fill or del fails (an
+// out-of-order key is ErrKeyOrder, naming it), nothing is deleted and
+// fill's error is returned. Like a batch, the ingestion is a write for a
+// concurrent codec rewrite (CompactAll): a chunk it overlaps is read again.
 func (db *DB) DeleteSorted(fill func(del func(key []byte) error) error) (err error) {
 	if err := db.enterOp(); err != nil {
 		return err

@@ -12,7 +12,8 @@ import (
 )
 
 // ErrKeyOrder is returned by ReplaceSpan's put for a key that does not sort
-// after the key before it, or lies outside the span.
+// after the key before it, or lies outside the span, and by DeleteSorted's
+// del for a key that does not sort after the key before it.
 var ErrKeyOrder = errors.New("engine: keys out of order")
 
 // ReplaceSpan atomically replaces the contents of [start, end) (start not
