@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -42,21 +41,17 @@ func (db *DB) DeleteSorted(fill func(del func(key []byte) error) error) (err err
 	// ingestion holds up commits once (see above), however many tables.
 	sw := &spanWriter{db: db, level: 0, tableSize: uint64(db.popts.TargetFileSizes[0])}
 	defer sw.removeAll()
-	var first, last []byte
+	var first []byte
 	n := 0
 	del := func(key []byte) error {
-		if db.closed.Load() {
-			return ErrClosed
-		}
-		if n > 0 && bytes.Compare(key, last) <= 0 {
-			return fmt.Errorf("%w: key %q after %q: keys must be strictly increasing", ErrKeyOrder, key, last)
+		if err := sw.checkNext(key); err != nil {
+			return err
 		}
 		if n == 0 {
 			first = append(first, key...)
 		}
-		last = append(last[:0], key...)
 		n++
-		return sw.write(func(w *sstable.Writer) error { return w.Delete(key) })
+		return sw.write(key, func(w *sstable.Writer) error { return w.Delete(key) })
 	}
 	if err := fill(del); err != nil {
 		return err
@@ -67,7 +62,7 @@ func (db *DB) DeleteSorted(fill func(del func(key []byte) error) error) (err err
 	if n == 0 {
 		return nil
 	}
-	ticket, err := db.enterWrite(first, last)
+	ticket, err := db.enterWrite(first, sw.last)
 	if err != nil {
 		return err
 	}

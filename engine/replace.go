@@ -187,22 +187,31 @@ type spanWriter struct {
 }
 
 func (sw *spanWriter) put(key, value []byte) error {
+	if err := sw.checkNext(key); err != nil {
+		return err
+	}
+	if bytes.Compare(key, sw.start) < 0 || bytes.Compare(key, sw.end) >= 0 {
+		return fmt.Errorf("%w: key %q outside the span [%q, %q)", ErrKeyOrder, key, sw.start, sw.end)
+	}
+	return sw.write(key, func(w *sstable.Writer) error { return w.Set(key, value) })
+}
+
+// checkNext says whether key may be written next: the database is open
+// and key sorts after the last key written.
+func (sw *spanWriter) checkNext(key []byte) error {
 	if sw.db.closed.Load() {
 		return ErrClosed
 	}
-	switch {
-	case sw.any && bytes.Compare(key, sw.last) <= 0:
+	if sw.any && bytes.Compare(key, sw.last) <= 0 {
 		return fmt.Errorf("%w: key %q after %q: keys must be strictly increasing", ErrKeyOrder, key, sw.last)
-	case bytes.Compare(key, sw.start) < 0 || bytes.Compare(key, sw.end) >= 0:
-		return fmt.Errorf("%w: key %q outside the span [%q, %q)", ErrKeyOrder, key, sw.start, sw.end)
 	}
-	sw.last, sw.any = append(sw.last[:0], key...), true
-	return sw.write(func(w *sstable.Writer) error { return w.Set(key, value) })
+	return nil
 }
 
-// write adds one entry, with add, into the table being written (a
-// new one if none is), and finishes that table once it reaches tableSize.
-func (sw *spanWriter) write(add func(w *sstable.Writer) error) error {
+// write adds key's entry, with add, into the table being written (a new
+// one if none is), and finishes that table once it reaches tableSize.
+func (sw *spanWriter) write(key []byte, add func(w *sstable.Writer) error) error {
+	sw.last, sw.any = append(sw.last[:0], key...), true
 	if sw.w == nil {
 		path, w, err := sw.db.newTempTable(sw.level)
 		if err != nil {

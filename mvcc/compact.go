@@ -119,26 +119,12 @@ type compactJob struct {
 	// lo and hi bound the main revisions of drops (hi exclusive), dropped
 	// is their number: what the reclaimer is given.
 	lo, hi, dropped int64
-	// sorted says drops are in increasing revision order.
-	sorted bool
 	// step is the next step to take (see compactStep).
 	step int
 	done bool
 }
 
 func (j *compactJob) finished() bool { return j.done }
-
-// sort puts the revisions in increasing order (DeleteSorted's), once.
-// compactStep calls it at step 1, outside writeMu: a million revisions
-// sort in about a tenth of a second, which writers need not wait for.
-func (j *compactJob) sort() {
-	if !j.sorted {
-		slices.SortFunc(j.drops, func(a, b keyindex.Revision) int {
-			return cmp.Or(cmp.Compare(a.Main, b.Main), cmp.Compare(a.Sub, b.Sub))
-		})
-		j.sorted = true
-	}
-}
 
 // planCompaction lists what compacting at rev deletes. The caller holds
 // writeMu or is Open.
@@ -173,7 +159,12 @@ func (s *Store) compactStep(job *compactJob) error {
 		}
 	}
 	if job.step == 1 {
-		job.sort()
+		// In DeleteSorted's order, sorted here, outside writeMu: a million
+		// revisions sort in about a tenth of a second, which writers need
+		// not wait for. A retry re-sorts sorted revisions, in linear time.
+		slices.SortFunc(job.drops, func(a, b keyindex.Revision) int {
+			return cmp.Or(cmp.Compare(a.Main, b.Main), cmp.Compare(a.Sub, b.Sub))
+		})
 		if err := s.deleteRevisions(job.drops); err != nil {
 			return err
 		}
