@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -21,6 +22,7 @@ type benchKubeOptions struct {
 	settle       time.Duration
 	endpoint     string
 	plot         string
+	timeline     string
 	pinFlags
 }
 
@@ -78,6 +80,7 @@ func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.compactEvery, "compact-every", 30*time.Second, "compaction period (the apiserver's is 5m); 0 never compacts")
 	fs.DurationVar(&o.settle, "settle", 0, "after the load, compact to its last revision, wait this long and read the disk again (Disk settled: what compaction gave back, no defrag); 0 skips")
 	fs.StringVar(&o.plot, "plot", "", "also draw the time line (puts/s and p99 per second, compactions marked) as SVG to `FILE`")
+	fs.StringVar(&o.timeline, "timeline", "", "also write the time line (per second: puts, p99, compaction marks, RSS, disk) as CSV to `FILE`")
 	o.pinFlags.AddFlags(fs)
 	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
 }
@@ -153,25 +156,36 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	return errors.Join(runErr, o.write(cmd, res))
 }
 
-// write prints res's tables and, with --plot, draws its time line.
+// write prints res's tables and, with --plot and --timeline, its time
+// line as SVG and CSV.
 func (o *benchKubeOptions) write(cmd *cobra.Command, res *bench.KubeRun) error {
 	if err := res.WriteTables(cmd.OutOrStdout(), o.common.format); err != nil {
 		return err
 	}
-	if o.plot == "" {
-		return nil
+	for _, out := range []struct {
+		flag, file string
+		write      func(io.Writer) error
+	}{{"--plot", o.plot, res.Plot}, {"--timeline", o.timeline, res.WriteTimeline}} {
+		if out.file == "" {
+			continue
+		}
+		if err := writeFile(out.file, out.write); err != nil {
+			return fmt.Errorf("%s %s: %w", out.flag, out.file, err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "time line written to %s\n", out.file)
 	}
-	f, err := os.Create(o.plot)
-	if err != nil {
-		return fmt.Errorf("--plot %s: %w", o.plot, err)
-	}
-	if err := res.Plot(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--plot %s: %w", o.plot, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("--plot %s: %w", o.plot, err)
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "time line written to %s\n", o.plot)
 	return nil
+}
+
+// writeFile creates name and writes it with write.
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

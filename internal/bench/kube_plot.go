@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"image/color"
 	"io"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -111,6 +113,31 @@ func (r *KubeRun) Plot(w io.Writer) error {
 	}
 	if _, err := canvas.WriteTo(w); err != nil {
 		return fmt.Errorf("bench: kube plot: %w", err)
+	}
+	return nil
+}
+
+// WriteTimeline writes each sample's time line as CSV on w, one row per
+// second: the numbers Plot draws (and the gauges it leaves out), for
+// reading a run second by second, e.g. the seconds after each compaction.
+func (r *KubeRun) WriteTimeline(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"server", "pass", "second", "phase", "puts", "p99_ms", "compacting", "compact_requested", "rss_mb", "disk_mb"})
+	passes := map[Kind]int{}
+	for _, smp := range r.Samples {
+		if smp.KubeResult == nil {
+			continue
+		}
+		passes[smp.Kind]++
+		for _, s := range smp.Seconds {
+			cw.Write([]string{smp.Name, strconv.Itoa(passes[smp.Kind]), strconv.Itoa(s.At), s.Phase, strconv.Itoa(s.Puts),
+				strconv.FormatFloat(ms(s.P99), 'f', 2, 64), strconv.FormatBool(s.Compacting), strconv.FormatBool(s.CompactRequested),
+				strconv.FormatFloat(float64(s.RSSBytes)/(1<<20), 'f', 1, 64), strconv.FormatFloat(float64(s.DiskBytes)/(1<<20), 'f', 1, 64)})
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("bench: kube time line: %w", err)
 	}
 	return nil
 }

@@ -3,10 +3,12 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/xml"
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,28 @@ func TestRunKubeAfterAndPlot(t *testing.T) {
 	}
 	if paths < 4 {
 		t.Errorf("the SVG has %d paths, want the two lines, axes and grid", paths)
+	}
+	var timeline bytes.Buffer
+	if err := res.WriteTimeline(&timeline); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&timeline).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1+len(s.Seconds) {
+		t.Fatalf("the time line has %d rows, want a header and one per second (%d)", len(rows), len(s.Seconds))
+	}
+	puts := 0
+	for _, row := range rows[1:] {
+		n, err := strconv.Atoi(row[4])
+		if err != nil {
+			t.Fatalf("time line row %q: puts: %v", row, err)
+		}
+		puts += n
+	}
+	if puts != 600 {
+		t.Errorf("the time line's puts add up to %d, want the 300 creates and 300 updates", puts)
 	}
 }
 
