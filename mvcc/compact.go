@@ -22,23 +22,30 @@ import (
 // 0, even on an empty store.
 //
 // Compact is durable in steps: the first engine batch records "compaction
-// scheduled at rev" together with the first deletions; the last records
-// "finished". If the store crashes in between, Open finishes the
-// compaction. Reads and writes go on while Compact deletes; only
-// planning it holds writers up. If a deletion batch fails, Compact returns
-// the error and the next Compact (or Open) finishes the deletions.
-func (s *Store) Compact(rev int64) error { return s.compact(0, rev) }
+// scheduled at rev"; the dropped revisions are then deleted, and the last
+// batch records "finished". If the store crashes in between, Open finishes
+// the compaction. Reads and writes go on while Compact deletes; only
+// planning it holds writers up. If a deletion fails, Compact returns the
+// error and the next Compact (or Open) finishes the deletions.
+func (s *Store) Compact(rev int64) error { return s.compact(0, rev, false) }
 
-func (s *Store) compact(index uint64, rev int64) error {
+// compact schedules the compaction at rev and runs its deletions: before
+// returning, or, with background, in a goroutine that holds compactMu
+// until they are done (so that the next compaction, HashKV, a restore and
+// Close wait for them; a failure leaves them to the next, as leftover).
+func (s *Store) compact(index uint64, rev int64, background bool) error {
 	s.compactMu.Lock()
-	defer s.compactMu.Unlock()
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.compactMu.Unlock()
+		}
+	}()
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.leftover != nil {
-		if err := s.runCompaction(s.leftover); err != nil {
-			return err
-		}
+	if err := s.finishLeftover(); err != nil {
+		return err
 	}
 
 	job, reject, err := s.scheduleCompaction(index, rev)
@@ -50,7 +57,38 @@ func (s *Store) compact(index uint64, rev int64) error {
 		return s.skipOnError(index, reject)
 	}
 	// Watchers reading history below rev fail when they next read.
-	return s.runCompaction(job)
+	if !background {
+		return s.runCompaction(job)
+	}
+	handedOff = true
+	go func() {
+		defer s.compactMu.Unlock()
+		// An error leaves the job as leftover, for whoever takes
+		// compactMu next.
+		_ = s.runCompaction(job)
+	}()
+	return nil
+}
+
+// WaitCompaction waits until the deletions of the compactions scheduled
+// so far are done, finishing any a failure left, and returns that
+// failure: what etcd's physical compaction waits for.
+func (s *Store) WaitCompaction() error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.finishLeftover()
+}
+
+// finishLeftover runs the deletions a compaction could not finish, if
+// any. The caller holds compactMu.
+func (s *Store) finishLeftover() error {
+	if s.leftover == nil {
+		return nil
+	}
+	return s.runCompaction(s.leftover)
 }
 
 // scheduleCompaction, under writeMu, checks rev (reject says why it

@@ -24,10 +24,8 @@ func (s *Store) HashKV(rev int64) (hash uint32, hashRev, compactRev int64, err e
 	if s.closed.Load() {
 		return 0, 0, 0, ErrClosed
 	}
-	if s.leftover != nil {
-		if err := s.runCompaction(s.leftover); err != nil {
-			return 0, 0, 0, err
-		}
+	if err := s.finishLeftover(); err != nil {
+		return 0, 0, 0, err
 	}
 	cur, compacted := s.Rev(), s.CompactRev()
 	switch {

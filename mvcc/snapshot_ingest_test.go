@@ -54,6 +54,11 @@ func fillHistory(t testing.TB, s *Store, seed uint64, n, size int, prefix string
 			if err := entry().Compact(s.Rev() / 2); err != nil {
 				t.Fatal(err)
 			}
+			// The deletions run on in the background; what the
+			// snapshot copies is compared key by key.
+			if err := s.WaitCompaction(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := entry().WriteAux([]AuxWrite{{Key: []byte(prefix + "user"), Value: []byte("role " + prefix)}}); err != nil {

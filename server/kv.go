@@ -39,6 +39,9 @@ type raftKV interface {
 	checkValue(v []byte) error
 	// leaseKeys returns the keys of a lease, for the auth checks.
 	leaseKeys(id int64) [][]byte
+	// waitCompaction waits for the local store's compaction deletions,
+	// which the apply path leaves running (mvcc.Entry.Compact).
+	waitCompaction() error
 }
 
 var _ raftKV = (*Server)(nil)
@@ -200,10 +203,19 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 	if err != nil {
 		return nil, toGRPC(err)
 	}
+	// As in etcd, the compaction is applied once scheduled; a physical
+	// one returns when its revisions are deleted from the local store.
+	if r.Physical {
+		if err := k.kv.waitCompaction(); err != nil {
+			return nil, toGRPC(err)
+		}
+	}
 	out := resp.(*pb.CompactionResponse)
 	k.hdr.fill(out.Header)
 	return out, nil
 }
+
+func (s *Server) waitCompaction() error { return s.store.WaitCompaction() }
 
 // readTxn serves a Txn without writes from the local store, outside the
 // log.

@@ -1,0 +1,103 @@
+package mvcc
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestEntryCompactLeavesDeletionsRunning: the apply loop's Compact
+// returns once the compaction is scheduled, while its deletions are held
+// up, and the next entries apply meanwhile; the compacted revisions are
+// already gone from reads. WaitCompaction returns only when the
+// deletions are done.
+func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
+	db := openEngine(t, vfs.NewMem(), false)
+	defer db.Close()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool // the history below compacts too
+	s := openStore(t, db, Options{hooks: hooks{beforeCompactCommit: func(i int) error {
+		if i == 1 && armed.Load() { // the deletions
+			close(reached)
+			<-release
+		}
+		return nil
+	}}})
+	defer s.Close()
+	m := newModel()
+	randomLeasedHistory(t, s, m, newOpGen(rand.New(rand.NewPCG(testSeed(t), 1)), 8), 100)
+	for i := range 2 { // above any compaction the history made
+		ops := []Op{PutOp([]byte("k01"), fmt.Appendf(nil, "v%d", i))}
+		if _, err := s.Txn(TxnRequest{Success: ops}); err != nil {
+			t.Fatal(err)
+		}
+		m.apply(ops)
+	}
+	at := m.rev - 1
+	armed.Store(true)
+
+	compacted := make(chan error, 1)
+	go func() { compacted <- s.Entry(1000).Compact(at) }()
+	select {
+	case err := <-compacted:
+		if err != nil {
+			t.Fatalf("Entry.Compact: %v", err)
+		}
+	case <-time.After(time.Minute):
+		close(release)
+		t.Fatal("Entry.Compact waited for its deletions")
+	}
+	m.compacted = at
+	<-reached
+	if _, err := s.Range([]byte("k"), []byte("l"), RangeOptions{Rev: at - 1}); !errors.Is(err, ErrCompacted) {
+		t.Errorf("Range at %d after the compaction at %d: %v, want ErrCompacted", at-1, at, err)
+	}
+	ops := []Op{PutOp([]byte("k00"), []byte("after"))}
+	if _, err := s.Entry(1001).Txn(TxnRequest{Success: ops}); err != nil {
+		t.Fatalf("the next entry, while the deletions run: %v", err)
+	}
+	m.apply(ops)
+
+	waited := make(chan error, 1)
+	go func() {
+		err := s.WaitCompaction()
+		if err == nil {
+			// Read at once: had it returned early, the deletions
+			// would still be held up.
+			err = compactionPending(s)
+		}
+		waited <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // time enough to see an early return
+	close(release)
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitCompaction: %v", err)
+	}
+	if s.AppliedIndex() != 1001 {
+		t.Errorf("AppliedIndex = %d, want 1001", s.AppliedIndex())
+	}
+	checkAgainstModel(t, s, m, "after the deletions")
+	checkCompactionFinished(t, s, db)
+}
+
+// compactionPending returns an error if the store's last compaction is
+// scheduled on disk and not finished.
+func compactionPending(s *Store) error {
+	sched, _, err := s.readMeta(metaCompactScheduled)
+	if err != nil {
+		return err
+	}
+	fin, _, err := s.readMeta(metaCompactFinished)
+	if err != nil {
+		return err
+	}
+	if sched != fin {
+		return errors.New("WaitCompaction returned with the compaction scheduled and not finished")
+	}
+	return nil
+}
