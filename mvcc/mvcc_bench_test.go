@@ -281,8 +281,10 @@ func cpuTime() time.Duration {
 // drop, as at 30 GB of pods five minutes into the updates), is compacted
 // to its last revision while a writer puts a key of its own in a loop.
 // It reports the writer's slowest put during the compaction, its slowest
-// put before it, and the compaction's length: what a server's apply loop,
-// which runs the compaction, holds the writes behind it for.
+// put before it, and the compaction's length. The slowest put is what the
+// scheduling, under the write lock, holds writes up for; the server's
+// apply loop waits for no more, since its compaction leaves the
+// deletions running (Entry.Compact).
 //
 //	go test ./mvcc -run '^$' -bench CompactionHold -benchtime 3x
 func BenchmarkCompactionHold(b *testing.B) {
