@@ -83,8 +83,10 @@ func (p *compactionPacer) Register(_ int, db pebble.DBForCompaction) {
 
 // Unregister stops granting; Pebble calls it once, at Close.
 func (p *compactionPacer) Unregister() {
-	close(p.stop)
-	<-p.stopped
+	if p.db != nil { // the poll loop runs from Register on
+		close(p.stop)
+		<-p.stopped
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.unregistered = true
