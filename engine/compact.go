@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stratadb/strata/internal/pebbleconf"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ func (db *DB) CompactAll() (err error) {
 	ctx := db.ctx
 	db.rewriteMu.Lock()
 	defer db.rewriteMu.Unlock()
+	defer pebbleconf.Hurry(db.popts)() // the caller waits: not background work
 	if err := db.pdb.Flush(); err != nil {
 		return fmt.Errorf("engine: compact: %w", err)
 	}
@@ -115,8 +117,22 @@ func (db *DB) Compact(start, end []byte) error {
 // CompactContext is Compact for a caller that may give up: once ctx ends,
 // the compactions of the span not yet started are dropped and it returns
 // ctx's error (those already running finish in the background, as Close's
-// do).
-func (db *DB) CompactContext(ctx context.Context, start, end []byte) (err error) {
+// do). Its compactions run at full speed, as CompactAll's: the caller
+// waits for them.
+func (db *DB) CompactContext(ctx context.Context, start, end []byte) error {
+	return db.compactSpan(ctx, start, end, true)
+}
+
+// CompactBackground is CompactContext for work nobody waits on (the
+// store's history reclaim): its compactions rest as the engine's own do
+// while the engine keeps up with the writes (internal/pebbleconf's
+// pacing), instead of taking the CPU from the requests.
+func (db *DB) CompactBackground(ctx context.Context, start, end []byte) error {
+	return db.compactSpan(ctx, start, end, false)
+}
+
+// compactSpan is CompactContext, with the pacing lifted if hurry.
+func (db *DB) compactSpan(ctx context.Context, start, end []byte, hurry bool) (err error) {
 	if err := db.enterOp(); err != nil {
 		return err
 	}
@@ -134,6 +150,9 @@ func (db *DB) CompactContext(ctx context.Context, start, end []byte) (err error)
 	defer context.AfterFunc(db.ctx, cancel)()
 	db.rewriteMu.Lock()
 	defer db.rewriteMu.Unlock()
+	if hurry {
+		defer pebbleconf.Hurry(db.popts)()
+	}
 	return db.compact(ctx, start, end)
 }
 

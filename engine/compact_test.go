@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stratadb/strata/internal/pebbleconf"
 )
 
 // TestCompactAllAppliesLevelCodecs is the case the issue names: data first
@@ -247,6 +250,60 @@ func TestCompactAllLeavesOnlyTheBottom(t *testing.T) {
 	for i := 0; i < n; i += 97 {
 		if v, err := db.Get(key(i)); err != nil || !bytes.Equal(v, doc(i, size)) {
 			t.Fatalf("key %d after CompactAll: %v", i, err)
+		}
+	}
+}
+
+// TestCompactPacing: a compaction its caller waits for (CompactAll,
+// Compact) runs unpaced; CompactBackground's rests, as the engine's own
+// compactions do while it keeps up.
+func TestCompactPacing(t *testing.T) {
+	db := mustOpen(t, testConfig(t))
+	defer db.Close()
+	// Each round overwrites what the one before compacted, in one L0
+	// table: the compaction merges the two.
+	round := 0
+	overwrite := func() {
+		round++
+		for i := range 20_000 {
+			if err := db.Put(key(i), doc(i+round, 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overwrite()
+	if err := db.CompactAll(); err != nil { // the first round to the bottom
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		compact func() error
+		paced   bool
+	}{
+		{"CompactAll", db.CompactAll, false},
+		{"Compact", func() error { return db.Compact(key(0), key(20_000)) }, false},
+		{"CompactBackground", func() error { return db.CompactBackground(t.Context(), key(0), key(20_000)) }, true},
+	} {
+		overwrite()
+		// The flushes' own compactions end first, so that every rest
+		// counted below is the call's.
+		for quiet := 0; quiet < 2; {
+			if db.pdb.Metrics().Compact.NumInProgress == 0 {
+				quiet++
+			} else {
+				quiet = 0
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		before := pebbleconf.Rests(db.popts)
+		if err := tc.compact(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if rested := pebbleconf.Rests(db.popts) > before; rested != tc.paced {
+			t.Errorf("%s: its compactions rested %v, want %v", tc.name, rested, tc.paced)
 		}
 	}
 }

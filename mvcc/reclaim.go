@@ -19,7 +19,8 @@ import (
 // (29.4 of 29.5 GB written, after compactions, at 1.1 million pods). So,
 // with Options.ReclaimHistory, after a compaction the store compacts the
 // engine over the span of the revisions it dropped
-// (engine.DB.CompactContext), in the background; the
+// (engine.DB.CompactBackground, paced as the engine's own compactions),
+// in the background; the
 // blob files then lose those references, and the engine deletes or
 // rewrites them (enable_blob_garbage_collection).
 //
@@ -135,7 +136,7 @@ func (r *reclaimer) compact(ctx context.Context, lo, hi int64) error {
 			}
 		}
 		began := time.Now()
-		if err := r.db.CompactContext(ctx, revKey(keyindex.Revision{Main: start}), revKey(keyindex.Revision{Main: end})); err != nil {
+		if err := r.db.CompactBackground(ctx, revKey(keyindex.Revision{Main: start}), revKey(keyindex.Revision{Main: end})); err != nil {
 			return err
 		}
 		if start = end; start < hi {

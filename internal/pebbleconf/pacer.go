@@ -21,6 +21,10 @@ import (
 // bytes compactions write for the same reason; here the measure is time,
 // since on one CPU time is what the requests lose.
 //
+// A compaction a caller waits for (engine.DB.CompactAll and Compact, a
+// tool's full compaction) is not background work: Hurry lifts the pacing
+// while it runs.
+//
 // Once a compaction the engine needs (not an optional one: Pebble's
 // WaitingCompaction) waits for a slot, the engine is behind and no
 // compaction rests until that passes, so pacing never lets L0 grow into a
@@ -52,7 +56,9 @@ type compactionPacer struct {
 	db pebble.DBForCompaction
 	// behind is set while a compaction the engine needs waits for a slot.
 	behind atomic.Bool
-	// rests counts the rests taken, for tests.
+	// hurried counts the callers that asked for no pacing (Hurry).
+	hurried atomic.Int64
+	// rests counts the rests taken (Rests).
 	rests atomic.Int64
 
 	mu           sync.Mutex
@@ -204,7 +210,7 @@ func (g *pacedGrant) CumulativeStats(pebble.CompactionGrantHandleStats) {
 	if ran < g.p.slice {
 		return
 	}
-	if !g.p.behind.Load() {
+	if !g.p.behind.Load() && g.p.hurried.Load() == 0 {
 		g.p.rests.Add(1)
 		g.p.sleep(time.Duration(float64(ran) * (1/g.p.duty - 1)))
 	}
@@ -217,4 +223,26 @@ func (g *pacedGrant) Done() {
 	g.p.running--
 	g.p.mu.Unlock()
 	g.p.grant()
+}
+
+// Hurry lifts the pacing of the compactions of the DB opened with opts
+// until done is called: for a compaction its caller waits for. With
+// options not made by Options, it does nothing.
+func Hurry(opts *pebble.Options) (done func()) {
+	p, ok := opts.Experimental.CompactionScheduler.(*compactionPacer)
+	if !ok {
+		return func() {}
+	}
+	p.hurried.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { p.hurried.Add(-1) }) }
+}
+
+// Rests returns how many rests the compactions of the DB opened with
+// opts took (0 with options not made by Options): what tests read.
+func Rests(opts *pebble.Options) int64 {
+	if p, ok := opts.Experimental.CompactionScheduler.(*compactionPacer); ok {
+		return p.rests.Load()
+	}
+	return 0
 }

@@ -87,6 +87,20 @@ func TestPacerRestsUnlessBehind(t *testing.T) {
 	if len(*rests) != 1 || (*rests)[0] < 60*time.Millisecond {
 		t.Fatalf("after running 20 ms: rests %v, want one of at least 60 ms", *rests)
 	}
+	// A caller waiting for a compaction lifts the pacing (Hurry).
+	opts := &pebble.Options{}
+	opts.Experimental.CompactionScheduler = p
+	done := Hurry(opts)
+	run(20 * time.Millisecond)
+	done()
+	done() // twice is once
+	if len(*rests) != 1 {
+		t.Fatalf("rested %v while hurried, want no new rest", (*rests)[1:])
+	}
+	run(20 * time.Millisecond)
+	if len(*rests) != 2 {
+		t.Fatalf("rests %v after the hurry ended, want a second rest", *rests)
+	}
 	for _, tc := range []struct {
 		optional bool
 		behind   bool
@@ -147,8 +161,7 @@ func TestPacerPacesRealCompactions(t *testing.T) {
 	}
 	opts := Options(r)
 	defer opts.Cache.Unref()
-	p, ok := opts.Experimental.CompactionScheduler.(*compactionPacer)
-	if !ok {
+	if _, ok := opts.Experimental.CompactionScheduler.(*compactionPacer); !ok {
 		t.Fatalf("CompactionScheduler is %T, want the pacer", opts.Experimental.CompactionScheduler)
 	}
 	opts.FS = vfs.NewMem()
@@ -160,20 +173,30 @@ func TestPacerPacesRealCompactions(t *testing.T) {
 	// Written twice, flushed between, so that the compaction merges
 	// overlapping tables instead of moving them down.
 	value := make([]byte, 100)
-	for range 2 {
-		for i := range 100_000 {
-			if err := db.Set(fmt.Appendf(nil, "key%08d", i), value, pebble.NoSync); err != nil {
+	compactTwiceWritten := func() {
+		for range 2 {
+			for i := range 100_000 {
+				if err := db.Set(fmt.Appendf(nil, "key%08d", i), value, pebble.NoSync); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.Flush(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := db.Flush(); err != nil {
+		if err := db.Compact(t.Context(), []byte("key"), []byte("kez"), false); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Compact(t.Context(), []byte("key"), []byte("kez"), false); err != nil {
-		t.Fatal(err)
+	compactTwiceWritten()
+	rested := Rests(opts)
+	if rested == 0 {
+		t.Fatal("a compaction of 100,000 keys written twice never rested")
 	}
-	if p.rests.Load() == 0 {
-		t.Error("a compaction of 100,000 keys written twice never rested")
+	done := Hurry(opts)
+	compactTwiceWritten()
+	done()
+	if more := Rests(opts) - rested; more != 0 {
+		t.Errorf("a hurried compaction rested %d times, want none", more)
 	}
 }

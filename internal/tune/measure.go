@@ -268,8 +268,9 @@ func (s *strataStore) close() error { return s.db.Close() }
 // config: the same options Strata opens Pebble with, without Strata's
 // wrapping (WAL accounting, OPTIONS file, codec rewrites).
 type pebbleStore struct {
-	db *pebble.DB
-	wo *pebble.WriteOptions
+	db   *pebble.DB
+	opts *pebble.Options
+	wo   *pebble.WriteOptions
 }
 
 func openPebble(cfg *config.Config) (store, error) {
@@ -288,7 +289,7 @@ func openPebble(cfg *config.Config) (store, error) {
 	if cfg.Sync {
 		wo = pebble.Sync
 	}
-	return &pebbleStore{db: db, wo: wo}, nil
+	return &pebbleStore{db: db, opts: opts, wo: wo}, nil
 }
 
 func (p *pebbleStore) commit(keys, values [][]byte) error {
@@ -305,9 +306,11 @@ func (p *pebbleStore) commit(keys, values [][]byte) error {
 func (p *pebbleStore) flush() error { return p.db.Flush() }
 
 // compact compacts the whole key space, as engine's CompactAll asks Pebble
-// to; Pebble then moves a lone table down without rewriting it, so the
-// tables may keep their L0 codec (see Run.TableCodecs).
+// to, unpaced as CompactAll's; Pebble then moves a lone table down without
+// rewriting it, so the tables may keep their L0 codec (see
+// Run.TableCodecs).
 func (p *pebbleStore) compact(first, last []byte) error {
+	defer pebbleconf.Hurry(p.opts)()
 	return p.db.Compact(context.Background(), first, append(bytes.Clone(last), 0), true)
 }
 
