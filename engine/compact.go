@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stratadb/strata/internal/pebbleconf"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/stratadb/strata/internal/pebbleconf"
 )
 
 // ErrCodecsRemain is returned by Compact and CompactAll when, after their

@@ -88,11 +88,7 @@ func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
 // compactionPending returns an error if the store's last compaction is
 // scheduled on disk and not finished.
 func compactionPending(s *Store) error {
-	sched, _, err := s.readMeta(metaCompactScheduled)
-	if err != nil {
-		return err
-	}
-	fin, _, err := s.readMeta(metaCompactFinished)
+	sched, fin, err := compactionMarkers(s)
 	if err != nil {
 		return err
 	}
@@ -100,4 +96,14 @@ func compactionPending(s *Store) error {
 		return errors.New("WaitCompaction returned with the compaction scheduled and not finished")
 	}
 	return nil
+}
+
+// compactionMarkers reads the revisions of the last compaction scheduled
+// and of the last finished.
+func compactionMarkers(s *Store) (sched, fin int64, err error) {
+	if sched, _, err = s.readMeta(metaCompactScheduled); err != nil {
+		return 0, 0, err
+	}
+	fin, _, err = s.readMeta(metaCompactFinished)
+	return sched, fin, err
 }

@@ -107,11 +107,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 // checkCompactionFinished checks that no compaction is pending on disk.
 func checkCompactionFinished(t *testing.T, s *Store, db *engine.DB) {
 	t.Helper()
-	sched, _, err := s.readMeta(metaCompactScheduled)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fin, _, err := s.readMeta(metaCompactFinished)
+	sched, fin, err := compactionMarkers(s)
 	if err != nil {
 		t.Fatal(err)
 	}

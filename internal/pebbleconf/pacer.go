@@ -48,8 +48,6 @@ const (
 // as Pebble's default ConcurrencyLimitScheduler does (Pebble exports no
 // constructor of that one for a real DB), and paces each one it admits.
 type compactionPacer struct {
-	duty  float64
-	slice time.Duration
 	// sleep rests a compaction; tests replace it.
 	sleep func(time.Duration)
 
@@ -74,8 +72,8 @@ type compactionPacer struct {
 
 var _ pebble.CompactionScheduler = (*compactionPacer)(nil)
 
-func newCompactionPacer(duty float64, slice time.Duration) *compactionPacer {
-	p := &compactionPacer{duty: duty, slice: slice, sleep: time.Sleep,
+func newCompactionPacer() *compactionPacer {
+	p := &compactionPacer{sleep: time.Sleep,
 		poke: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	p.grantingDone = sync.NewCond(&p.mu)
 	return p
@@ -207,12 +205,12 @@ func (g *pacedGrant) MeasureCPU(pebble.CompactionGoroutineKind) {}
 // each slice of running it rests, unless the engine is behind.
 func (g *pacedGrant) CumulativeStats(pebble.CompactionGrantHandleStats) {
 	ran := time.Since(g.since)
-	if ran < g.p.slice {
+	if ran < pacerSlice {
 		return
 	}
 	if !g.p.behind.Load() && g.p.hurried.Load() == 0 {
 		g.p.rests.Add(1)
-		g.p.sleep(time.Duration(float64(ran) * (1/g.p.duty - 1)))
+		g.p.sleep(time.Duration(float64(ran) * (1/pacerDuty - 1)))
 	}
 	g.since = time.Now()
 }

@@ -49,7 +49,7 @@ func (d *fakeDB) Schedule(g pebble.CompactionGrantHandle) bool {
 // newTestPacer returns a registered pacer whose rests are recorded, not
 // slept.
 func newTestPacer(t *testing.T, db *fakeDB) (*compactionPacer, *[]time.Duration) {
-	p := newCompactionPacer(pacerDuty, pacerSlice)
+	p := newCompactionPacer()
 	var mu sync.Mutex
 	var rests []time.Duration
 	p.sleep = func(d time.Duration) {

@@ -52,7 +52,7 @@ func Options(r *config.Resolved) *pebble.Options {
 	// flushes, the rest (at least one) for compactions.
 	compactions := max(1, cfg.MaxBackgroundJobs-max(1, cfg.MaxBackgroundJobs/4))
 	opts.CompactionConcurrencyRange = func() (int, int) { return 1, compactions }
-	opts.Experimental.CompactionScheduler = newCompactionPacer(pacerDuty, pacerSlice)
+	opts.Experimental.CompactionScheduler = newCompactionPacer()
 
 	for i := range opts.Levels {
 		l := &opts.Levels[i]
