@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,45 @@ func TestDeleteSorted(t *testing.T) {
 	}
 	if left := tempTablesLeft(t, db); len(left) > 0 {
 		t.Fatalf("temporary tables left: %v", left)
+	}
+}
+
+// TestDeleteSortedCutsTables: tombstones beyond deleteTableKeys go into
+// further tables of one ingestion, so that the compaction carrying each
+// down rewrites only the tables under its own span.
+func TestDeleteSortedCutsTables(t *testing.T) {
+	var mu sync.Mutex
+	var ingestions int
+	var ingested []pebble.TableInfo
+	db, err := Open(testConfig(t), Options{EventListener: &pebble.EventListener{
+		TableIngested: func(info pebble.TableIngestInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			ingestions++
+			for _, tb := range info.Tables {
+				ingested = append(ingested, tb.TableInfo)
+			}
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const n = 2*deleteTableKeys + 10
+	// The even keys of [0, 2n): n tombstones.
+	if err := deleteEvens(db, 0, 2*n); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ingestions != 1 || len(ingested) != 3 {
+		t.Fatalf("%d ingestions of %d tables, want 1 of 3 (%d tombstones, at most %d a table)", ingestions, len(ingested), n, deleteTableKeys)
+	}
+	slices.SortFunc(ingested, func(a, b pebble.TableInfo) int { return bytes.Compare(a.Smallest.UserKey, b.Smallest.UserKey) })
+	for i, want := range []int{0, 2 * deleteTableKeys, 4 * deleteTableKeys} {
+		if got := ingested[i].Smallest.UserKey; !bytes.Equal(got, key(want)) {
+			t.Errorf("table %d starts at %s, want %s", i, got, key(want))
+		}
 	}
 }
 

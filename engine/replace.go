@@ -174,12 +174,15 @@ func (sw *spanWriter) ingest() error {
 }
 
 // spanWriter writes ReplaceSpan's pairs into tables of about tableSize
-// bytes each; paths are the tables written so far, w the one being written.
+// bytes each, and, if tableKeys is set, at most tableKeys keys; paths are
+// the tables written so far, w the one being written, holding keys keys.
 type spanWriter struct {
 	db         *DB
 	start, end []byte
 	level      int
 	tableSize  uint64
+	tableKeys  int
+	keys       int
 	last       []byte // the last key put, if any
 	any        bool   // a key was put
 	paths      []string
@@ -209,7 +212,8 @@ func (sw *spanWriter) checkNext(key []byte) error {
 }
 
 // write adds key's entry, with add, into the table being written (a new
-// one if none is), and finishes that table once it reaches tableSize.
+// one if none is), and finishes that table once it reaches tableSize or
+// tableKeys.
 func (sw *spanWriter) write(key []byte, add func(w *sstable.Writer) error) error {
 	sw.last, sw.any = append(sw.last[:0], key...), true
 	if sw.w == nil {
@@ -222,7 +226,8 @@ func (sw *spanWriter) write(key []byte, add func(w *sstable.Writer) error) error
 	if err := add(sw.w); err != nil {
 		return fmt.Errorf("engine: write %s: %w", sw.paths[len(sw.paths)-1], err)
 	}
-	if sw.w.Raw().EstimatedSize() >= sw.tableSize {
+	sw.keys++
+	if sw.w.Raw().EstimatedSize() >= sw.tableSize || sw.tableKeys > 0 && sw.keys >= sw.tableKeys {
 		return sw.finishTable()
 	}
 	return nil
@@ -234,7 +239,7 @@ func (sw *spanWriter) finishTable() error {
 		return nil
 	}
 	err := sw.w.Close()
-	sw.w = nil
+	sw.w, sw.keys = nil, 0
 	if err != nil {
 		return fmt.Errorf("engine: write %s: %w", sw.paths[len(sw.paths)-1], err)
 	}

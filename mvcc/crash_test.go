@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -301,11 +302,27 @@ func TestCompactionDurableWithoutSync(t *testing.T) {
 
 // copyingLinks is an FS whose Link fails, so that Pebble copies the tables
 // it ingests (a compaction's tombstones) instead of linking them
-// (vfs.LinkOrCopy). The crashable MemFS's Link read-locks its clone lock
-// twice, which deadlocks against a CrashClone that starts waiting between
-// the two; TestCrashAtRandomPoints clones while compactions ingest.
+// (vfs.LinkOrCopy), and which never recycles a WAL file. The crashable
+// MemFS's Link and ReuseForWrite read-lock its clone lock twice, which
+// deadlocks against a CrashClone that starts waiting between the two;
+// TestCrashAtRandomPoints clones while compactions ingest and commits
+// rotate the WAL.
 type copyingLinks struct{ vfs.FS }
 
 func (copyingLinks) Link(oldname, newname string) error {
 	return fmt.Errorf("link %s %s: not supported by this test's file system", oldname, newname)
+}
+
+// ReuseForWrite creates newname and removes oldname, as FS.ReuseForWrite
+// allows, instead of renaming it.
+func (fs copyingLinks) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.Create(newname, category)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.Remove(oldname); err != nil && !errors.Is(err, os.ErrNotExist) {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }

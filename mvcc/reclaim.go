@@ -33,14 +33,27 @@ import (
 // It is background work, and must not hold for long the compaction slot
 // the engine's own compactions need to keep up with writes (the whole
 // history is 0.17 GB of tables at 1.1 million pods). So a span is
-// compacted in slices of at most reclaimSliceRevisions revisions; before
-// each, the reclaimer waits while the engine's compactions are behind
-// (engine.DB.CompactionsBehind), and after each it rests as long as the
-// slice took, so that it has at most half of the slot.
+// compacted in slices of at most reclaimSliceRevisions revisions (the
+// compaction's tombstones are in tables of their own of a few thousand
+// revisions, engine.DB.DeleteSorted, so a slice rewrites only the tables
+// under its own); before each, the reclaimer waits while the engine's
+// compactions are behind (engine.DB.CompactionsBehind), and after each it
+// rests at least as long as the slice took, so that it has at most half
+// of the slot.
+//
+// Nothing needs the space back at once, and on a server with one CPU the
+// puts share it with the reclaim: done in one go it slowed the puts of
+// the seconds after each compaction (docs/mvcc.md). So the reclaimer
+// spreads a span's slices over reclaimSpread of the time between the
+// last two compactions (at most reclaimSpreadMax): an apiserver
+// compacting every 5 minutes gets its space back within 4, in slices
+// its puts hardly notice.
 const (
 	reclaimDensity        = 0.1
-	reclaimSliceRevisions = 1 << 16
+	reclaimSliceRevisions = 1 << 15
 	reclaimPoll           = 100 * time.Millisecond
+	reclaimSpread         = 0.75
+	reclaimSpreadMax      = 5 * time.Minute
 )
 
 // reclaimer compacts the engine over dropped history, one span at a time,
@@ -53,10 +66,17 @@ type reclaimer struct {
 	// exclusive; lo == hi when none); dropped counts the revisions
 	// dropped in it.
 	lo, hi, dropped int64
+	// added is when add was last called, interval the time between its
+	// last two calls (0 before the second): how often compactions come.
+	added    time.Time
+	interval time.Duration
 	// ran counts the spans compacted, err is the last compaction's error
 	// (Pebble's event listener logs it): what tests read.
 	ran int
 	err error
+
+	// rest waits between slices: sleep, but for tests.
+	rest func(ctx context.Context, d time.Duration) error
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -65,7 +85,7 @@ type reclaimer struct {
 
 func newReclaimer(db *engine.DB) *reclaimer {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &reclaimer{db: db, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	r := &reclaimer{db: db, rest: sleep, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go r.run(ctx)
 	return r
 }
@@ -78,6 +98,11 @@ func (r *reclaimer) add(lo, hi, n int64) {
 		return
 	}
 	r.mu.Lock()
+	now := time.Now()
+	if !r.added.IsZero() {
+		r.interval = now.Sub(r.added)
+	}
+	r.added = now
 	if r.lo == r.hi {
 		r.lo, r.hi = lo, hi
 	} else {
@@ -105,11 +130,12 @@ func (r *reclaimer) run(ctx context.Context) {
 		r.mu.Lock()
 		lo, hi := r.lo, r.hi
 		r.lo, r.hi, r.dropped = 0, 0, 0
+		spread := r.spreadLocked()
 		r.mu.Unlock()
 		if lo == hi {
 			continue
 		}
-		err := r.compact(ctx, lo, hi)
+		err := r.compact(ctx, lo, hi, time.Now().Add(spread))
 		if ctx.Err() != nil || errors.Is(err, engine.ErrClosed) {
 			return
 		}
@@ -125,9 +151,17 @@ func (r *reclaimer) run(ctx context.Context) {
 	}
 }
 
+// spreadLocked is the time to spread a span's slices over: reclaimSpread
+// of the time between the last two compactions, at most
+// reclaimSpreadMax. The caller holds mu.
+func (r *reclaimer) spreadLocked() time.Duration {
+	return min(time.Duration(reclaimSpread*float64(r.interval)), reclaimSpreadMax)
+}
+
 // compact compacts the revision keys of [lo, hi) and the index records
-// beside them, slice by slice (see reclaimSliceRevisions).
-func (r *reclaimer) compact(ctx context.Context, lo, hi int64) error {
+// beside them, slice by slice (see reclaimSliceRevisions), spreading the
+// slices until deadline.
+func (r *reclaimer) compact(ctx context.Context, lo, hi int64, deadline time.Time) error {
 	for start := lo; start < hi; {
 		end := min(hi, start+reclaimSliceRevisions)
 		for r.db.CompactionsBehind() {
@@ -140,12 +174,20 @@ func (r *reclaimer) compact(ctx context.Context, lo, hi int64) error {
 			return err
 		}
 		if start = end; start < hi {
-			if err := sleep(ctx, time.Since(began)); err != nil {
+			left := (hi - start + reclaimSliceRevisions - 1) / reclaimSliceRevisions
+			if err := r.rest(ctx, reclaimRest(time.Since(began), time.Until(deadline), left)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// reclaimRest is the rest after a slice that took took, with left slices
+// still to compact in the time until the deadline: what spreads them
+// evenly over it, but never less than took.
+func reclaimRest(took, until time.Duration, left int64) time.Duration {
+	return max(took, until/time.Duration(left)-took)
 }
 
 // sleep waits d, or until ctx ends (then returning its error).

@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -145,5 +146,70 @@ func waitReclaims(t *testing.T, s *Store, n int) {
 			t.Fatalf("%d reclaim compactions after 30 s, want %d", ran, n)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReclaimSpreadsSlices checks that a span's slices are spread over
+// the time the reclaimer is given, resting between them longer than they
+// took, and only as long as they took once that time is up; and that the
+// time comes from how often compactions come.
+func TestReclaimSpreadsSlices(t *testing.T) {
+	s, _ := openBlobStore(t)
+	r := s.reclaim
+	var rests []time.Duration
+	r.rest = func(_ context.Context, d time.Duration) error {
+		rests = append(rests, d)
+		return nil
+	}
+	const slices = 3
+	lo, hi := int64(1), int64(1+slices*reclaimSliceRevisions)
+
+	const spread = 30 * time.Second
+	if err := r.compact(context.Background(), lo, hi, time.Now().Add(spread)); err != nil {
+		t.Fatal(err)
+	}
+	// The rests do not sleep here: the first is about half the time, the
+	// second all of it.
+	if len(rests) != slices-1 || rests[0] < spread/2-time.Second || rests[1] < spread-time.Second {
+		t.Fatalf("rests %v between %d slices spread over %v, want about %v and %v", rests, slices, spread, spread/2, spread)
+	}
+
+	rests = nil
+	if err := r.compact(context.Background(), lo, hi, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rests {
+		if d > time.Second {
+			t.Fatalf("rests %v with no time to spread over, want each as long as its slice took", rests)
+		}
+	}
+
+	// Two compactions 40 s apart: three quarters of it.
+	r.mu.Lock()
+	r.added = time.Now().Add(-40 * time.Second)
+	r.mu.Unlock()
+	r.add(lo, lo+1, 0)
+	r.mu.Lock()
+	got := r.spreadLocked()
+	r.mu.Unlock()
+	if got < 30*time.Second || got > 31*time.Second {
+		t.Fatalf("spread %v after compactions 40 s apart, want 30 s", got)
+	}
+}
+
+func TestReclaimRest(t *testing.T) {
+	for _, c := range []struct {
+		took, until time.Duration
+		left        int64
+		want        time.Duration
+	}{
+		{time.Second, 10 * time.Second, 2, 4 * time.Second},
+		{time.Second, 10 * time.Second, 10, time.Second},
+		{time.Second, -time.Second, 3, time.Second},
+		{100 * time.Millisecond, time.Minute, 1, time.Minute - 100*time.Millisecond},
+	} {
+		if got := reclaimRest(c.took, c.until, c.left); got != c.want {
+			t.Errorf("reclaimRest(%v, %v, %d) = %v, want %v", c.took, c.until, c.left, got, c.want)
+		}
 	}
 }
