@@ -96,7 +96,20 @@ func (b *Batch) commit(wo *pebble.WriteOptions) (err error) {
 // share the next one (group commit), where Commit would wait for each
 // sync in turn while holding the caller's locks. With sync = false it is
 // Commit and SyncWait returns at once.
-func (b *Batch) CommitNoSyncWait() (err error) {
+func (b *Batch) CommitNoSyncWait() error { return b.commitNoSyncWait(b.db.wo) }
+
+// CommitSyncNoWait is CommitNoSyncWait for a batch that must be durable
+// whatever the database's sync setting, as CommitSync: SyncWait then
+// waits for its WAL sync, which writers committing meanwhile share (mvcc's
+// compaction marker, which its ingested deletions must not outlive).
+func (b *Batch) CommitSyncNoWait() error {
+	if !b.db.cfg.EnableWAL {
+		return b.CommitSync()
+	}
+	return b.commitNoSyncWait(pebble.Sync)
+}
+
+func (b *Batch) commitNoSyncWait(wo *pebble.WriteOptions) (err error) {
 	start := time.Now()
 	ticket, err := b.db.enterWrite(b.lo, b.hi)
 	if err != nil {
@@ -106,11 +119,11 @@ func (b *Batch) CommitNoSyncWait() (err error) {
 	// Leaving the guard once the batch is applied (visible, sequenced) is
 	// enough: the WAL sync does not change what a rewrite reads.
 	defer b.db.guard.leave(ticket)
-	if !b.db.wo.Sync {
+	if !wo.Sync {
 		defer b.db.observeCommit(start)
-		return b.b.Commit(b.db.wo)
+		return b.b.Commit(wo)
 	}
-	if err := b.db.pdb.ApplyNoSyncWait(b.b, b.db.wo); err != nil {
+	if err := b.db.pdb.ApplyNoSyncWait(b.b, wo); err != nil {
 		return err
 	}
 	b.syncPending, b.commitStart = true, start

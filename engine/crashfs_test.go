@@ -91,3 +91,36 @@ func openNoSyncCrashable(t *testing.T) (*vfs.MemFS, *config.Config, *DB) {
 	}
 	return mem, cfg, db
 }
+
+// TestCommitSyncNoWaitIsDurable: with sync = false, a batch committed
+// with CommitSyncNoWait survives a crash that drops every unsynced byte
+// once SyncWait returns, and so do the writes committed before it.
+func TestCommitSyncNoWaitIsDurable(t *testing.T) {
+	mem, cfg, db := openNoSyncCrashable(t)
+	for i := range 200 {
+		mustPut(t, db, key(i), doc(i, 300))
+	}
+	b := db.NewBatch()
+	if err := b.Put(key(200), doc(200, 300)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CommitSyncNoWait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SyncWait(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	_ = db.Close()
+	db2, err := Open(cfg, Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	for i := range 201 {
+		if v, err := db2.Get(key(i)); err != nil || !bytes.Equal(v, doc(i, 300)) {
+			t.Fatalf("write %d of 201 lost after CommitSyncNoWait and SyncWait: %v", i, err)
+		}
+	}
+}

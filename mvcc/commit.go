@@ -271,6 +271,12 @@ func (t *writeTxn) put(eb *engine.Batch, sc *scratch) (*pending, error) {
 // calls awaitPublished: writers that come meanwhile share the sync. On
 // error the store has failed.
 func (s *Store) enqueueLocked(eb *engine.Batch, ps []*pending) error {
+	return s.enqueueWithLocked(eb, ps, eb.CommitNoSyncWait)
+}
+
+// enqueueWithLocked is enqueueLocked committing eb with commit, which
+// must not wait for the WAL sync (CommitNoSyncWait or CommitSyncNoWait).
+func (s *Store) enqueueWithLocked(eb *engine.Batch, ps []*pending, commit func() error) error {
 	var rev int64
 	var index uint64
 	for _, p := range ps {
@@ -283,7 +289,7 @@ func (s *Store) enqueueLocked(eb *engine.Batch, ps []*pending) error {
 	}
 	err := putMeta(eb, rev, index)
 	if err == nil {
-		err = eb.CommitNoSyncWait()
+		err = commit()
 	}
 	if err != nil {
 		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))

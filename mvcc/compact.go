@@ -2,7 +2,6 @@ package mvcc
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -25,8 +24,9 @@ import (
 // scheduled at rev"; the dropped revisions are then deleted, and the last
 // batch records "finished". If the store crashes in between, Open finishes
 // the compaction. Reads and writes go on while Compact deletes; only
-// planning it holds writers up. If a deletion fails, Compact returns the
-// error and the next Compact (or Open) finishes the deletions.
+// scheduling it (a WAL sync and one walk of the index) holds writers up.
+// If a deletion fails, Compact returns the error and the next Compact (or
+// Open) finishes the deletions.
 func (s *Store) Compact(rev int64) error { return s.compact(0, rev, false) }
 
 // compact schedules the compaction at rev and runs its deletions: before
@@ -93,17 +93,15 @@ func (s *Store) finishLeftover() error {
 
 // scheduleCompaction, under writeMu, checks rev (reject says why it
 // cannot be compacted at: compacted already, or in the future) and
-// schedules the compaction: the first engine batch deletes the first
-// revisions and records the compaction, then the index drops them.
+// schedules the compaction: the schedule marker is committed in the write
+// pipeline and waited for, then one walk of the index drops the history
+// and lists it for deletion.
 func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, reject, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if _, err := s.beginWrite(index); err != nil {
 		return nil, nil, err
 	}
-	// Every write assigned so far becomes durable and visible first, so
-	// the compaction starts from a published state.
-	s.drainLocked()
 	cur, compacted := s.lastRev, s.compactRev
 	switch {
 	case rev <= compacted:
@@ -111,26 +109,49 @@ func (s *Store) scheduleCompaction(index uint64, rev int64) (job *compactJob, re
 	case rev > cur:
 		return nil, fmt.Errorf("%w: compact at %d, current revision is %d", ErrFutureRev, rev, cur), nil
 	}
-	job = s.planCompaction(rev)
-	job.index = index
-	// The first batch schedules the compaction (it deletes nothing, see
-	// compactStep); readers wait for it, and only after it does memory
-	// change, so a failure leaves the store as it was.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.compactStep(job); err != nil {
-		if !errors.Is(err, errInjected) {
-			// Whether the batch reached storage is unknown.
-			err = s.fail(fmt.Errorf("mvcc: store failed, reopen it: schedule compaction at %d: %w", rev, err))
-		}
+	job = &compactJob{rev: rev, index: index}
+	if err := s.commitSchedule(job); err != nil {
 		return nil, nil, err
 	}
-	s.ix.Compact(rev, true, nil)
+	// Every write before the marker is published with it, so the walk
+	// starts from a published state. Readers wait for the walk only.
+	s.mu.Lock()
+	s.ix.Compact(rev, job.add)
 	s.compactRev = rev
-	if index != 0 {
-		s.applied, s.lastIndex = index, index
-	}
+	s.mu.Unlock()
 	return job, nil, nil
+}
+
+// commitSchedule commits the marker that schedules job, with its log
+// index, and waits until it is published: the first step of a
+// compaction. It goes through the write pipeline, so the one WAL sync it
+// waits for also makes every write before it durable and published.
+// Memory changes only after it, so a failure leaves the store as it was
+// (the store has failed then, unless the failure is a test's). The marker
+// is synced even on an engine that does not sync commits: the tombstones
+// are ingested, durable at once, and must not outlive the marker that
+// says their revisions are compacted. The caller holds writeMu; readers
+// go on meanwhile.
+func (s *Store) commitSchedule(job *compactJob) error {
+	if h := s.opts.hooks.beforeCompactCommit; h != nil {
+		if err := h(0); err != nil {
+			return err
+		}
+	}
+	eb := s.db.NewBatch()
+	defer eb.Close()
+	if err := eb.Put(metaCompactScheduled, encodeInt64(job.rev)); err != nil {
+		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: schedule compaction at %d: %w", job.rev, err))
+	}
+	ps := []*pending{{index: job.index}}
+	if err := s.enqueueWithLocked(eb, ps, eb.CommitSyncNoWait); err != nil {
+		return err
+	}
+	if err := s.awaitPublished(eb, ps); err != nil {
+		return err
+	}
+	job.step = 1
+	return nil
 }
 
 func (s *Store) runCompaction(job *compactJob) error {
@@ -151,7 +172,7 @@ func (s *Store) runCompaction(job *compactJob) error {
 // far it got.
 type compactJob struct {
 	rev int64
-	// index is the log index step 0 records, 0 for none.
+	// index is the log index the schedule marker records, 0 for none.
 	index uint64
 	drops []keyindex.Revision
 	// lo and hi bound the main revisions of drops (hi exclusive), dropped
@@ -164,28 +185,20 @@ type compactJob struct {
 
 func (j *compactJob) finished() bool { return j.done }
 
-// planCompaction lists what compacting at rev deletes. The caller holds
-// writeMu or is Open.
-func (s *Store) planCompaction(rev int64) *compactJob {
-	job := &compactJob{rev: rev}
-	s.ix.Compact(rev, false, func(r keyindex.Revision) {
-		if len(job.drops) == 0 {
-			job.lo, job.hi = r.Main, r.Main+1
-		}
-		job.lo, job.hi = min(job.lo, r.Main), max(job.hi, r.Main+1)
-		job.drops = append(job.drops, r)
-	})
-	job.dropped = int64(len(job.drops))
-	return job
+// add lists a revision the compaction drops (keyindex.Index.Compact's
+// callback).
+func (j *compactJob) add(r keyindex.Revision) {
+	if len(j.drops) == 0 {
+		j.lo, j.hi = r.Main, r.Main+1
+	}
+	j.lo, j.hi = min(j.lo, r.Main), max(j.hi, r.Main+1)
+	j.drops = append(j.drops, r)
+	j.dropped++
 }
 
-// compactStep takes the next of a compaction's steps:
+// compactStep takes the next of a compaction's steps after the schedule
+// marker (commitSchedule, step 0):
 //
-//  0. commit the schedule marker, synced (an ingested deletion is durable
-//     at once, and must not outlive the marker that says its revisions
-//     are compacted). It is written under writeMu, before the revisions
-//     are sorted; if nothing is to be deleted it also finishes the
-//     compaction.
 //  1. ingest the tombstones of every dropped revision (deleteRevisions).
 //  2. commit the finish marker.
 //
@@ -211,33 +224,13 @@ func (s *Store) compactStep(job *compactJob) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	commit := b.Commit
-	last := job.step == 2 || len(job.drops) == 0
-	if job.step == 0 {
-		if err := b.Put(metaCompactScheduled, encodeInt64(job.rev)); err != nil {
-			return err
-		}
-		if job.index != 0 {
-			if err := b.Put(metaApplied, encodeInt64(int64(job.index))); err != nil {
-				return err
-			}
-		}
-		if !last {
-			commit = b.CommitSync
-		}
-	}
-	if last {
-		if err := b.Put(metaCompactFinished, encodeInt64(job.rev)); err != nil {
-			return err
-		}
-	}
-	if err := commit(); err != nil {
+	if err := b.Put(metaCompactFinished, encodeInt64(job.rev)); err != nil {
 		return err
 	}
-	job.step++
-	if last {
-		job.done, job.drops = true, nil
+	if err := b.Commit(); err != nil {
+		return err
 	}
+	job.done, job.drops = true, nil
 	return nil
 }
 

@@ -268,8 +268,9 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 	var resumed *compactJob
 	if m.unfinishedCompaction() {
 		// A compaction was scheduled and not finished: finish it.
-		resumed = s.planCompaction(scheduled)
-		s.ix.Compact(scheduled, true, nil)
+		// Its marker is in storage: what is left is the deletions.
+		resumed = &compactJob{rev: scheduled, step: 1}
+		s.ix.Compact(scheduled, resumed.add)
 		for !resumed.finished() {
 			if err := s.compactStep(resumed); err != nil {
 				return nil, fmt.Errorf("mvcc: Open: resume compaction at %d: %w", scheduled, err)

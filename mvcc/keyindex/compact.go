@@ -18,12 +18,9 @@ package keyindex
 // one ingestion, so a crash never leaves a key's tombstone deleted and an
 // older put of it not).
 //
-// With apply false, Compact only reports what it would drop and changes
-// nothing; it then only reads and may run beside other readers.
-// Afterwards, when apply is true, arenas whose garbage exceeds a quarter of
-// their live bytes are copied, so the memory of the dropped history is
-// returned.
-func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
+// Afterwards, arenas whose garbage exceeds a quarter of their live bytes
+// are copied, so the memory of the dropped history is returned.
+func (ix *Index) Compact(atRev int64, dropped func(Revision)) {
 	var remove []uint32
 	var again []dueRev
 	var buf [inlineMax]byte
@@ -45,7 +42,7 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 		if k < 0 || k == 0 && !dropKept {
 			// Nothing at or below atRev, or only the kept version (a
 			// tombstone at atRev, which the next compaction drops).
-			if rev, ok := listDue(b); apply && ok {
+			if rev, ok := listDue(b); ok {
 				again = append(again, dueRev{rev, id})
 			}
 			return
@@ -57,9 +54,6 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 				e, _ := it.next()
 				dropped(e.rev)
 			}
-		}
-		if !apply {
-			return
 		}
 		oldCap := ix.listCapOf(id)
 		var nb []byte
@@ -92,9 +86,6 @@ func (ix *Index) Compact(atRev int64, apply bool, dropped func(Revision)) {
 			again = append(again, dueRev{rev, id})
 		}
 	})
-	if !apply {
-		return
-	}
 	ix.due.requeue(atRev, again)
 	for _, id := range remove {
 		ix.removeSlot(id)

@@ -8,7 +8,7 @@
 //	_ = ix.Put([]byte("a"), keyindex.Revision{Main: 2})
 //	_, _ = ix.Tombstone([]byte("a"), keyindex.Revision{Main: 3})
 //	kr, ok := ix.Get([]byte("a"), 2) // {Mod: 2, Create: 1, Version: 2}, true
-//	ix.Compact(3, true, nil)         // "a" is gone: deleted at or below 3
+//	ix.Compact(3, nil)               // "a" is gone: deleted at or below 3
 //
 // # Memory
 //

@@ -104,7 +104,7 @@ func TestExportLoad(t *testing.T) {
 				case p < 95:
 					_, err = x.Tombstone(k, Revision{rev, 0})
 				default:
-					x.Compact(rev-r.Int64N(rev), true, nil)
+					x.Compact(rev-r.Int64N(rev), nil)
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -113,7 +113,7 @@ func TestExportLoad(t *testing.T) {
 		}
 	}
 	write([]*Index{ix}, 1500)
-	ix.Compact(rev/3, true, nil)
+	ix.Compact(rev/3, nil)
 	for range 300 { // a long history: a tail entry and a dedicated chunk
 		rev++
 		if err := ix.Put([]byte(keys[5]), Revision{Main: rev}); err != nil {
