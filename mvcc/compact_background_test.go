@@ -12,10 +12,10 @@ import (
 )
 
 // TestEntryCompactLeavesDeletionsRunning: the apply loop's Compact
-// returns once the compaction is scheduled, while its deletions are held
-// up, and the next entries apply meanwhile; the compacted revisions are
-// already gone from reads. WaitCompaction returns only when the
-// deletions are done.
+// returns once the compaction is scheduled, while its walk of the key
+// index and its deletions are held up, and the next entries apply
+// meanwhile; the compacted revisions are already gone from reads.
+// WaitCompaction returns only when the deletions are done.
 func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
 	db := openEngine(t, vfs.NewMem(), false)
 	defer db.Close()
@@ -31,7 +31,7 @@ func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
 	defer s.Close()
 	m := newModel()
 	randomLeasedHistory(t, s, m, newOpGen(rand.New(rand.NewPCG(testSeed(t), 1)), 8), 100)
-	for i := range 2 { // above any compaction the history made
+	for i := range 3 { // above any compaction the history made
 		ops := []Op{PutOp([]byte("k01"), fmt.Appendf(nil, "v%d", i))}
 		if _, err := s.Txn(TxnRequest{Success: ops}); err != nil {
 			t.Fatal(err)
@@ -54,6 +54,13 @@ func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
 	}
 	m.compacted = at
 	<-reached
+	// k01's put at at-1 is still in the index, for the walk to drop.
+	s.mu.RLock()
+	_, indexed := s.ix.Get([]byte("k01"), at-1)
+	s.mu.RUnlock()
+	if !indexed {
+		t.Error("the key index lost the history below the compaction before its walk: the walk held the apply loop")
+	}
 	if _, err := s.Range([]byte("k"), []byte("l"), RangeOptions{Rev: at - 1}); !errors.Is(err, ErrCompacted) {
 		t.Errorf("Range at %d after the compaction at %d: %v, want ErrCompacted", at-1, at, err)
 	}
@@ -83,6 +90,12 @@ func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
 	}
 	checkAgainstModel(t, s, m, "after the deletions")
 	checkCompactionFinished(t, s, db)
+	s.mu.RLock()
+	_, indexed = s.ix.Get([]byte("k01"), at-1)
+	s.mu.RUnlock()
+	if indexed {
+		t.Errorf("k01's put at %d still in the key index after the compaction at %d", at-1, at)
+	}
 }
 
 // compactionPending returns an error if the store's last compaction is

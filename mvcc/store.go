@@ -31,6 +31,9 @@ type Options struct {
 	// (valuedict.go): Kubernetes objects take 0.6x the disk and are read
 	// back faster.
 	RawValues bool
+	// Logger receives a line for each compaction finished or failed, as
+	// etcd logs them; nil logs nothing.
+	Logger engine.Logger
 
 	// hooks are for tests.
 	hooks hooks
@@ -160,6 +163,7 @@ type Store struct {
 	// deletions a compaction could not finish (see Compact).
 	compactMu sync.Mutex
 	leftover  *compactJob
+	metrics   *compactionMetrics
 
 	// watchMu guards the watchers (see watch.go): synced indexes those
 	// that take live events by key, watchers holds them all.
@@ -206,7 +210,8 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 		return nil, err
 	}
 	opts.ensureDefaults()
-	s := &Store{db: db, opts: opts, ix: keyindex.New(), synced: newWatchGroup(), watchers: watcherSet{}, leases: newLeaseSet()}
+	s := &Store{db: db, opts: opts, ix: keyindex.New(), synced: newWatchGroup(), watchers: watcherSet{}, leases: newLeaseSet(),
+		metrics: newCompactionMetrics()}
 	start := time.Now()
 	if err := upgradeLayout(db); err != nil {
 		return nil, err

@@ -131,7 +131,8 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		_ = s.db.Close()
 		return nil, err
 	}
-	if s.store, err = mvcc.Open(s.db, mvcc.Options{ReclaimHistory: cfg.Server.ReclaimHistory, RawValues: !cfg.Server.CompressValues}); err != nil {
+	if s.store, err = mvcc.Open(s.db, mvcc.Options{ReclaimHistory: cfg.Server.ReclaimHistory, RawValues: !cfg.Server.CompressValues,
+		Logger: opts.Logger}); err != nil {
 		return fail(err)
 	}
 	if s.apply, err = newApplier(cfg, s.store); err != nil {

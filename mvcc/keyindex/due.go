@@ -109,22 +109,34 @@ func (l *dueLog) each(fn func(rev int64, id uint32) bool) {
 	}
 }
 
-// due calls fn for each key due at atRev, in revision order.
-func (l *dueLog) due(atRev int64, fn func(id uint32)) {
-	l.each(func(rev int64, id uint32) bool {
-		if rev > atRev {
-			return false
+// pop takes the log's first key if it is due at atRev, and clears its
+// mark: a compaction that keeps the key due marks it again, so that a
+// write between the steps of a compaction does not log it twice.
+func (l *dueLog) pop(atRev int64) (uint32, bool) {
+	for len(l.chunks) > 0 {
+		c := l.chunks[0]
+		if l.head < c.n {
+			e := c.e[l.head]
+			if c.base+int64(e.delta) > atRev {
+				return 0, false
+			}
+			l.head++
+			l.mark(e.id, false)
+			return e.id, true
 		}
-		fn(id)
-		return true
-	})
+		if len(l.chunks) == 1 {
+			return 0, false // the chunk adds go to
+		}
+		l.chunks[0] = nil
+		l.chunks, l.head = l.chunks[1:], 0
+	}
+	return 0, false
 }
 
-// requeue ends a compaction at atRev: the keys due at atRev leave the
-// log, and those of again, each due from its revision, go back in. again
-// must hold only keys due at atRev.
-func (l *dueLog) requeue(atRev int64, again []dueRev) {
-	l.take(atRev)
+// putBack ends a compaction: the keys of again, which it popped and left
+// with history, go back in, each due from its revision. Keys logged since
+// it popped them are at later revisions, so the merge keeps the order.
+func (l *dueLog) putBack(again []dueRev) {
 	if len(again) == 0 {
 		return
 	}
@@ -145,22 +157,6 @@ func (l *dueLog) requeue(atRev int64, again []dueRev) {
 	})
 	for _, a := range again {
 		l.push(a.rev, a.id)
-	}
-}
-
-// take removes the keys due at atRev.
-func (l *dueLog) take(atRev int64) {
-	for len(l.chunks) > 0 {
-		c := l.chunks[0]
-		for l.head < c.n && c.base+int64(c.e[l.head].delta) <= atRev {
-			l.mark(c.e[l.head].id, false)
-			l.head++
-		}
-		if l.head < c.n || len(l.chunks) == 1 {
-			return // entries left, or the chunk adds go to
-		}
-		l.chunks[0] = nil
-		l.chunks, l.head = l.chunks[1:], 0
 	}
 }
 

@@ -23,7 +23,7 @@ func TestDueLog(t *testing.T) {
 		l.add(rev+1, uint32(i)) // in the log already: ignored
 		want = append(want, dueRev{rev, uint32(i)})
 	}
-	check := func(when string) { // before any requeue: the order is exact
+	check := func(when string) { // before any putBack: the order is exact
 		t.Helper()
 		var got []dueRev
 		l.each(func(rev int64, id uint32) bool {
@@ -44,7 +44,16 @@ func TestDueLog(t *testing.T) {
 	byRevID := func(a, b dueRev) int { return cmp.Or(byDueRev(a, b), cmp.Compare(a.id, b.id)) }
 	for n, at := range []int64{0, want[10].rev, want[dueChunkLen+4].rev, want[dueChunkLen+5].rev, want[2*dueChunkLen].rev, rev} {
 		var due []uint32
-		l.due(at, func(id uint32) { due = append(due, id) })
+		for {
+			id, ok := l.pop(at)
+			if !ok {
+				break
+			}
+			if l.has(id) {
+				t.Fatalf("pop(%d): key %d still marked", at, id)
+			}
+			due = append(due, id)
+		}
 		var expect []uint32
 		var left []dueRev
 		for _, w := range want {
@@ -56,35 +65,39 @@ func TestDueLog(t *testing.T) {
 		}
 		slices.Sort(due) // equal revisions come in any order
 		if !slices.Equal(due, slices.Sorted(slices.Values(expect))) {
-			t.Fatalf("due(%d): %d keys, want %d", at, len(due), len(expect))
+			t.Fatalf("pop(%d): %d keys, want %d", at, len(due), len(expect))
 		}
 		// Every third key due goes back, due later, in no order.
 		var again []dueRev
 		for i := len(expect) - 1; i >= 0; i -= 3 {
 			again = append(again, dueRev{at + int64(i%50), expect[i]})
 		}
-		l.requeue(at, slices.Clone(again))
+		l.putBack(slices.Clone(again))
 		for _, id := range expect {
 			if l.has(id) != slices.ContainsFunc(again, func(a dueRev) bool { return a.id == id }) {
-				t.Fatalf("requeue(%d): key %d marked %v", at, id, l.has(id))
+				t.Fatalf("putBack after %d: key %d marked %v", at, id, l.has(id))
 			}
 		}
 		want = append(left, again...)
 		var got []dueRev
 		l.each(func(rev int64, id uint32) bool { got = append(got, dueRev{rev, id}); return true })
 		if !slices.IsSortedFunc(got, byDueRev) {
-			t.Fatalf("requeue(%d): log out of revision order", at)
+			t.Fatalf("putBack after %d: log out of revision order", at)
 		}
 		slices.SortFunc(got, byRevID)
 		slices.SortFunc(want, byRevID)
 		if !slices.Equal(got, want) {
-			t.Fatalf("step %d, requeue(%d): %d entries, want %d", n, at, len(got), len(want))
+			t.Fatalf("step %d, putBack after %d: %d entries, want %d", n, at, len(got), len(want))
 		}
 		if l.len() != len(want) {
-			t.Fatalf("requeue(%d): len %d, want %d", at, l.len(), len(want))
+			t.Fatalf("putBack after %d: len %d, want %d", at, l.len(), len(want))
 		}
 	}
-	l.requeue(math.MaxInt64, nil)
+	for {
+		if _, ok := l.pop(math.MaxInt64); !ok {
+			break
+		}
+	}
 	if l.len() != 0 || len(l.chunks) > 1 {
 		t.Fatalf("after everything was taken: len %d, %d chunks", l.len(), len(l.chunks))
 	}

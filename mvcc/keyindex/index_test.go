@@ -140,10 +140,10 @@ func TestIndexAgainstModel(t *testing.T) {
 			}
 		}
 	}
-	for step := range 3000 {
+	// write puts (p < 55) or deletes a key at the next revision.
+	write := func(step, p int) {
 		rev++
-		switch p := r.IntN(100); {
-		case p < 55:
+		if p < 55 {
 			k := keys[r.IntN(len(keys))]
 			if r.IntN(4) == 0 {
 				k = hot
@@ -158,24 +158,41 @@ func TestIndexAgainstModel(t *testing.T) {
 			}
 			m[k] = append(m[k], modelEntry{rev: rv})
 			kept[k] = append(kept[k], modelEntry{rev: rv})
+			return
+		}
+		k := keys[r.IntN(len(keys))]
+		rv := Revision{rev, 0}
+		ok, err := ix.Tombstone([]byte(k), rv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != m.live(k) {
+			t.Fatalf("step %d: Tombstone(%q) = %v, want %v", step, k, ok, m.live(k))
+		}
+		if ok {
+			m[k] = append(m[k], modelEntry{rev: rv, tomb: true})
+			kept[k] = append(kept[k], modelEntry{rev: rv, tomb: true})
+		}
+	}
+	for step := range 3000 {
+		switch p := r.IntN(100); {
 		case p < 80:
-			k := keys[r.IntN(len(keys))]
-			rv := Revision{rev, 0}
-			ok, err := ix.Tombstone([]byte(k), rv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok != m.live(k) {
-				t.Fatalf("step %d: Tombstone(%q) = %v, want %v", step, k, ok, m.live(k))
-			}
-			if ok {
-				m[k] = append(m[k], modelEntry{rev: rv, tomb: true})
-				kept[k] = append(kept[k], modelEntry{rev: rv, tomb: true})
-			}
+			write(step, p)
 		case p < 83:
+			if rev == compacted {
+				break
+			}
 			at := compacted + r.Int64N(rev-compacted)
 			var applied []Revision
-			ix.Compact(at, func(r Revision) { applied = append(applied, r) })
+			// In steps of a few keys, with writes between them half the
+			// time, as the store runs it.
+			c := ix.StartCompaction(at, func(r Revision) { applied = append(applied, r) })
+			interleave := r.IntN(2) == 0
+			for !c.Step(1 + r.IntN(8)) {
+				if interleave {
+					write(step, r.IntN(80))
+				}
+			}
 			// Every key's history, not only what reads at or above at see:
 			// a key whose history Compact left behind fails here.
 			slices.SortFunc(applied, compareRevs)
@@ -183,12 +200,11 @@ func TestIndexAgainstModel(t *testing.T) {
 				t.Fatalf("step %d: Compact(%d) dropped %v, want %v", step, at, applied, want)
 			}
 			sameRetained(t, ix, kept, keys)
+			checkDueLog(t, ix)
 			compacted = at
 		case p < 84:
 			// A loaded index must know the history to drop as well.
 			ix = exportLoad(t, ix)
-		default:
-			rev-- // no write
 		}
 		if step%50 == 0 || step > 2950 {
 			check(step)
@@ -209,6 +225,33 @@ func TestIndexAgainstModel(t *testing.T) {
 	sameRetained(t, ix, kept, keys)
 	compacted = rev - 1
 	check(-2)
+}
+
+// checkDueLog fails t unless the due log holds each key with history to
+// drop once, by the revision its list says, and no other key.
+func checkDueLog(t *testing.T, ix *Index) {
+	t.Helper()
+	logged := map[uint32]int64{}
+	ix.due.each(func(rev int64, id uint32) bool {
+		if _, dup := logged[id]; dup {
+			t.Fatalf("due log: slot %d twice", id)
+		}
+		logged[id] = rev
+		return true
+	})
+	var buf [inlineMax]byte
+	for id := range uint32(ix.nslots) {
+		if ix.slot(id).key == freeSlot {
+			if _, ok := logged[id]; ok {
+				t.Fatalf("due log: free slot %d", id)
+			}
+			continue
+		}
+		rev, due := listDue(ix.list(id, buf[:0]))
+		if got, ok := logged[id]; ok != due || got != rev || ix.due.has(id) != due {
+			t.Fatalf("due log: slot %d logged %v at %d (marked %v), its list is due %v at %d", id, ok, got, ix.due.has(id), due, rev)
+		}
+	}
 }
 
 // TestRestore rebuilds an index from its history in revision order, as
