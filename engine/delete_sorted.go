@@ -29,11 +29,14 @@ const deleteTableKeys = 1 << 14
 // cheaper for writers than one per table. Small tables keep the
 // compactions that carry them down small: each rewrites only the tables
 // below its own span, and a caller compacting the span slice by slice
-// (a store's history reclaim) can rest between the slices. The tombstones are durable when DeleteSorted returns (the tables
-// and the manifest are synced), and they apply after every write committed
-// before the call; a write committed earlier but not yet synced (sync =
-// false) can still be lost in a crash that keeps the tombstones, so a
-// caller that needs an order commits its earlier batch with CommitSync.
+// (a store's history reclaim) can rest between the slices.
+//
+// The tombstones are durable when DeleteSorted returns (the tables and the
+// manifest are synced), and they apply after every write committed before
+// the call; a write committed earlier but not yet synced (sync = false)
+// can still be lost in a crash that keeps the tombstones, so a caller that
+// needs an order commits its earlier batch with CommitSync (or
+// CommitSyncNoWait and SyncWait).
 // Readers see all the tombstones at once. If fill or del fails (an
 // out-of-order key is ErrKeyOrder, naming it), nothing is deleted and
 // fill's error is returned. Like a batch, the ingestion is a write for a

@@ -264,20 +264,32 @@ func (s *Store) compactStep(job *compactJob) error {
 const walkKeys = 4096
 
 // walkIndex drops job's history from the key index, walkKeys keys at a
-// time, each step under mu: readers and writers go on between steps
-// (keyindex.Compaction says why that is safe), and reads below the
-// compaction's revision already fail (scheduleCompaction). It runs under
-// compactMu only, so no other compaction, restore or Close comes between
-// its steps.
+// time, each step under writeMu and mu: writers read the index under
+// writeMu alone (only they change it otherwise), readers under mu. Both
+// go on between steps (keyindex.Compaction says why that is safe), and
+// reads below the compaction's revision already fail
+// (scheduleCompaction). A step waits for the batch being staged to
+// commit, since a Batch holds writeMu across its commands. It runs under
+// compactMu, so no other compaction, restore or Close comes between its
+// steps.
 func (s *Store) walkIndex(job *compactJob) {
 	if job.walk == nil {
 		return
 	}
+	step := walkKeys
+	if s.opts.hooks.walkKeys > 0 {
+		step = s.opts.hooks.walkKeys
+	}
 	for done := false; !done; {
+		s.writeMu.Lock()
 		start := time.Now()
 		s.mu.Lock()
-		done = job.walk.Step(walkKeys)
+		done = job.walk.Step(step)
+		if h := s.opts.hooks.inWalkStep; h != nil {
+			h()
+		}
 		s.mu.Unlock()
+		s.writeMu.Unlock()
 		job.indexPause = max(job.indexPause, time.Since(start))
 	}
 	job.walk = nil

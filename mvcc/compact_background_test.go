@@ -172,3 +172,72 @@ func TestCompactScheduleLeavesReadersRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCompactionWalkBesideWriters: a compaction's walk of the key index,
+// in steps after Entry.Compact returned, and the apply loop's writes to
+// the keys it visits interleave, and every write stays readable. Writers
+// read the index under writeMu alone, so each step of the walk holds it
+// (checked in the step: -race sees the lost lock only when a step falls
+// between a writer's last lock and its read).
+func TestCompactionWalkBesideWriters(t *testing.T) {
+	var s *Store
+	var steps, unguarded atomic.Int64
+	inStep := func() {
+		steps.Add(1)
+		if s.writeMu.TryLock() {
+			s.writeMu.Unlock()
+			unguarded.Add(1)
+		}
+	}
+	s, _ = newMemStore(t, Options{hooks: hooks{walkKeys: 2, inWalkStep: inStep}})
+	keys := 2000 // 1,000 steps
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%06d", i) }
+	for round := range 2 { // history for the walk to drop
+		b := s.BeginBatch()
+		for i := range keys {
+			ops := []Op{PutOp(key(i), fmt.Appendf(nil, "v%d", round))}
+			if _, err := b.Txn(0, TxnRequest{Success: ops}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := s.Rev()
+	if err := s.Entry(1000).Compact(at); err != nil {
+		t.Fatalf("Entry.Compact: %v", err)
+	}
+	walked := make(chan error, 1)
+	go func() { walked <- s.WaitCompaction() }()
+	written := map[int]int64{}
+	for i, index := 0, uint64(1001); ; i, index = i+1, index+1 {
+		select {
+		case err := <-walked:
+			if err != nil {
+				t.Fatalf("WaitCompaction: %v", err)
+			}
+			if len(written) == 0 || steps.Load() < int64(keys/2) {
+				t.Fatalf("%d writes beside %d steps of the walk, want some beside at least %d", len(written), steps.Load(), keys/2)
+			}
+			if n := unguarded.Load(); n > 0 {
+				t.Errorf("%d of %d steps of the walk did not hold writeMu, under which writers read the key index", n, steps.Load())
+			}
+			for i, rev := range written {
+				kvs, err := s.Range(key(i), nil, RangeOptions{})
+				if err != nil || len(kvs.KVs) != 1 || kvs.KVs[0].ModRevision != rev {
+					t.Fatalf("Range(%s) after the compaction: %+v, %v, want mod revision %d", key(i), kvs, err, rev)
+				}
+			}
+			return
+		default:
+		}
+		k := (i * 7919) % keys
+		ops := []Op{PutOp(key(k), []byte("beside the walk"))}
+		resp, err := s.Entry(index).Txn(TxnRequest{Success: ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		written[k] = resp.Rev
+	}
+}

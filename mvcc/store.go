@@ -53,6 +53,12 @@ type hooks struct {
 	// holds writeMu, as a store without group commit would: the peer of
 	// the group commit benchmark.
 	syncUnderLock bool
+	// walkKeys, if not 0, replaces walkKeys, the keys a step of a
+	// compaction's walk visits: small steps interleave with writers often.
+	walkKeys int
+	// inWalkStep, if set, runs at the end of each step of a compaction's
+	// walk, under the locks the step holds.
+	inWalkStep func()
 }
 
 const (
