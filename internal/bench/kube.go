@@ -890,9 +890,9 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 		return smp, err
 	}
 	defer func() {
-		if serr := s.Stop(); serr != nil && err == nil {
-			err = serr
-		}
+		// A load that failed because the server died needs the server's
+		// log most: Stop's error carries it.
+		err = errors.Join(err, s.Stop())
 	}()
 	smp = KubeSample{Kind: k, Name: s.Name}
 	load := o.Load
