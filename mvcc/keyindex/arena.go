@@ -42,8 +42,8 @@ func (r ref) dedicated() bool { return r.n() == lenDedicated }
 // arena stores byte strings in large chunks so that a million keys cost a
 // few hundred allocations instead of a million. Shared chunks are only
 // appended to; bytes that are no longer referenced are counted as garbage
-// and reclaimed by copying the live ones into a new arena (see
-// Index.maybeGC). Dedicated chunks hold one large, growing string each.
+// and reclaimed by copying the live ones into a new arena (gcKeys) or
+// into new chunks, step by step (retire, Index.maybeGC). Dedicated chunks hold one large, growing string each.
 type arena struct {
 	chunks [][]byte
 	// cur is the chunk that allocations go to; -1 before the first.
@@ -55,6 +55,14 @@ type arena struct {
 	live, garbage, dedicated int64
 	// reserved counts the bytes of all chunks allocated (shared ones fully).
 	reserved int64
+	// nextSize is the size of the next shared chunk: they double from
+	// minChunkSize up to maxChunkSize.
+	nextSize int
+	// shared lists the indexes of the shared chunks allocations went to
+	// since the last retire; retired lists those a reclaim is emptying,
+	// and retiring marks them by index (see retire).
+	shared, retired []int
+	retiring        []bool
 }
 
 func newArena() arena { return arena{cur: -1} }
@@ -74,18 +82,13 @@ func (a *arena) bytes(r ref) []byte {
 // caller fills. capacity must be at most maxChunkSize.
 func (a *arena) alloc(n, capacity int) (ref, []byte) {
 	if a.cur < 0 || cap(a.chunks[a.cur])-len(a.chunks[a.cur]) < capacity {
-		size := minChunkSize
-		if a.cur >= 0 {
-			size = min(maxChunkSize, 2*cap(a.chunks[a.cur]))
-		}
-		size = max(size, capacity)
+		size := max(minChunkSize, a.nextSize, capacity)
 		c := make([]byte, 0, size)
 		a.reserved += int64(size)
-		if a.cur >= 0 {
-			// The unused tail of the old chunk is lost.
-			a.garbage += int64(cap(a.chunks[a.cur]) - len(a.chunks[a.cur]))
-		}
+		a.dropTail()
 		a.cur = a.newChunkIndex(c)
+		a.shared = append(a.shared, a.cur)
+		a.nextSize = min(maxChunkSize, 2*size)
 	}
 	c := a.chunks[a.cur]
 	off := len(c)
@@ -148,6 +151,59 @@ func (a *arena) extendInPlace(r ref, oldCap, newCap int) bool {
 	a.chunks[a.cur] = c[:r.off()+newCap]
 	a.live += int64(newCap - oldCap)
 	return true
+}
+
+// dropTail leaves the current chunk: its unused tail is lost.
+func (a *arena) dropTail() {
+	if a.cur >= 0 {
+		a.garbage += int64(cap(a.chunks[a.cur]) - len(a.chunks[a.cur]))
+		a.cur = -1
+	}
+}
+
+// retire begins a reclaim of the shared chunks' garbage that the caller
+// carries out in steps: the shared chunks that hold strings now are
+// retired, later allocations go to new chunks, the caller moves every
+// live string out of a retired chunk (isRetired, move), and release then
+// frees the retired chunks. Until then both copies' chunks are held.
+func (a *arena) retire() {
+	a.dropTail()
+	a.retiring = make([]bool, len(a.chunks))
+	for _, i := range a.shared {
+		a.retiring[i] = true
+	}
+	a.retired, a.shared = a.shared, nil
+	// The live strings may be few: new chunks start small again.
+	a.nextSize = 0
+}
+
+// isRetired reports whether r is in a chunk retire retired.
+func (a *arena) isRetired(r ref) bool {
+	i := r.chunk()
+	return !r.dedicated() && i < len(a.retiring) && a.retiring[i]
+}
+
+// move copies the string r addresses (capacity bytes reserved) into the
+// current chunk, frees r, and returns the new ref.
+func (a *arena) move(r ref, capacity int) ref {
+	nr, dst := a.alloc(r.n(), capacity)
+	copy(dst, a.bytes(r))
+	a.free(r, capacity)
+	return nr
+}
+
+// release frees the retired chunks, which no ref may address any more.
+// Every byte of them is garbage by then (freed, moved, or a lost tail),
+// so the garbage and the reservations shrink by their sizes.
+func (a *arena) release() {
+	for _, i := range a.retired {
+		n := int64(cap(a.chunks[i]))
+		a.reserved -= n
+		a.garbage -= n
+		a.chunks[i] = nil
+		a.freeChunks = append(a.freeChunks, i)
+	}
+	a.retired, a.retiring = nil, nil
 }
 
 // heapBytes is the memory the arena holds: every chunk's capacity and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // benchKeys returns n distinct keys of size bytes in a scrambled order, as
@@ -86,4 +87,46 @@ func BenchmarkExportLoad(b *testing.B) {
 		l.Finish()
 		done += len(all)
 	}
+}
+
+// BenchmarkCompactionSteps compacts an index of 1.1 million pod-like
+// keys (the 30 GB load's), each created and then updated, at the
+// revision that drops half of the creates and then at the last, in steps of 4,096 keys as the store
+// walks it; it reports the longest step, the last one (which returns the
+// arenas' garbage) and the walk's total, each of which the store's
+// readers and writers wait for.
+func BenchmarkCompactionSteps(b *testing.B) {
+	const n = 1_100_000
+	var longest, last, total time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		ix := New()
+		key := func(k int) []byte { return fmt.Appendf(nil, "/registry/pods/namespace-%02d/pod-%08x", k%100, k) }
+		for k := range n {
+			if err := ix.Put(key(k), Revision{Main: int64(k + 1)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for k := range n {
+			if err := ix.Put(key(k), Revision{Main: int64(n + k + 1)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for _, at := range []int64{n + n/2, 2 * n} {
+			c := ix.StartCompaction(at, func(Revision) {})
+			for done := false; !done; {
+				start := time.Now()
+				done = c.Step(4096)
+				d := time.Since(start)
+				longest, total = max(longest, d), total+d
+				if done {
+					last = max(last, d)
+				}
+			}
+		}
+	}
+	b.ReportMetric(float64(longest.Microseconds())/1000, "longest-step-ms")
+	b.ReportMetric(float64(last.Microseconds())/1000, "last-step-ms")
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "walk-ms/op")
 }

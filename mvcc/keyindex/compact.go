@@ -41,7 +41,9 @@ type Compaction struct {
 	// again lists the keys visited that keep history to drop later; they
 	// go back in the due log at the end.
 	again []dueRev
-	done  bool
+	// walked is set once no key is left to visit; done once the arena
+	// reclaim that follows has ended too.
+	walked, done bool
 }
 
 // StartCompaction begins a compaction at atRev (see Compact); Step does
@@ -51,42 +53,64 @@ func (ix *Index) StartCompaction(atRev int64, dropped func(Revision)) *Compactio
 }
 
 // Step visits up to n of the keys due at the compaction's revision and
-// reports whether the compaction is done: on the step that finds none
-// left, it puts back the keys that keep history and returns the arenas'
-// garbage.
+// reports whether the compaction is done. On the step that finds none
+// left, it puts back the keys that keep history and begins to return the
+// arenas' garbage; the revision arena's is returned by the steps after
+// it, gcSlotsPerKey slots for each key a step may visit, so that no step
+// copies every list at once.
 func (c *Compaction) Step(n int) (done bool) {
 	if c.done {
 		return true
 	}
 	ix := c.ix
-	var remove []uint32
-	var buf [inlineMax]byte
-	for range n {
-		id, ok := ix.due.pop(c.atRev)
-		if !ok {
-			c.done = true
-			break
+	if !c.walked {
+		var remove []uint32
+		var buf [inlineMax]byte
+		visited := 0
+		for ; visited < n; visited++ {
+			id, ok := ix.due.pop(c.atRev)
+			if !ok {
+				c.walked = true
+				break
+			}
+			if c.visit(id, buf[:0]) {
+				remove = append(remove, id)
+			}
 		}
-		if c.visit(id, buf[:0]) {
-			remove = append(remove, id)
+		for _, id := range remove {
+			ix.removeSlot(id)
+		}
+		if !c.walked {
+			return false
+		}
+		ix.due.putBack(c.again)
+		c.again = nil
+		if !ix.gcRunning && ix.revs.garbage*4 > ix.revs.live {
+			ix.startGCRevs()
+		}
+		if ix.keys.garbage*4 > ix.keys.live {
+			ix.gcKeys()
+		}
+		n -= visited
+	}
+	if ix.gcRunning {
+		budget := math.MaxInt
+		if n < math.MaxInt/gcSlotsPerKey {
+			budget = n * gcSlotsPerKey
+		}
+		ix.gcRevsStep(budget)
+		if ix.gcRunning {
+			return false
 		}
 	}
-	for _, id := range remove {
-		ix.removeSlot(id)
-	}
-	if !c.done {
-		return false
-	}
-	ix.due.putBack(c.again)
-	c.again = nil
-	if ix.revs.garbage*4 > ix.revs.live {
-		ix.gcRevs()
-	}
-	if ix.keys.garbage*4 > ix.keys.live {
-		ix.gcKeys()
-	}
+	c.done = true
 	return true
 }
+
+// gcSlotsPerKey is how many slots a step's reclaim of the revision arena
+// visits for each key the step may visit: moving a list costs about a
+// fifth of dropping a key's history.
+const gcSlotsPerKey = 4
 
 // visit drops key id's history at or below the compaction's revision and
 // reports whether the key is left with none, to be removed. A key left

@@ -114,6 +114,10 @@ type Index struct {
 	tails map[uint32]tail
 	// due lists the keys with history for Compact to drop.
 	due dueLog
+	// gcRunning is set while a reclaim of the revision arena is under
+	// way (startGCRevs); gcNext is the next slot it visits.
+	gcRunning bool
+	gcNext    uint32
 
 	probes    [numProbes][]byte
 	probeFree chan uint32
@@ -480,35 +484,65 @@ func (ix *Index) listCapOf(id uint32) int {
 // gcMinGarbage is the garbage an arena may hold before a copy reclaims it.
 const gcMinGarbage = 256 << 10
 
-// maybeGC copies the revision arena's live lists into a new arena once its
-// garbage exceeds a quarter of the live bytes.
+// gcSlotsPerChange is how many slots a reclaim of the revision arena
+// visits each time a list changes while it is under way: about half a
+// microsecond more per Put, and a step of a compaction's walk (4,096
+// keys) about 2 ms longer. A reclaim of a million keys is done after
+// some 70,000 changes, whose own garbage is then about a seventh of the
+// live bytes, short of the quarter that begins the next one.
+const gcSlotsPerChange = 16
+
+// maybeGC advances the revision arena's reclaim under way, or begins one
+// once the arena's garbage exceeds a quarter of its live bytes. It runs
+// on every list change, under the caller's write lock.
 func (ix *Index) maybeGC() {
+	if ix.gcRunning {
+		ix.gcRevsStep(gcSlotsPerChange)
+		return
+	}
 	a := &ix.revs
 	if a.garbage < gcMinGarbage || a.garbage*4 < a.live {
 		return
 	}
-	ix.gcRevs()
+	ix.startGCRevs()
 }
 
-func (ix *Index) gcRevs() {
-	old := ix.revs
-	ix.revs = newArena()
-	for id := range uint32(ix.nslots) {
-		s := ix.slot(id)
-		if s.key == freeSlot || s.revs&inlineFlag != 0 {
+// startGCRevs begins a reclaim of the revision arena: its chunks are
+// retired, and gcRevsStep moves the lists out of them a few slots at a
+// time, in slot order. Copying every list at once held the index's
+// writers and readers for about 30 ms at 1.1 million keys
+// (BenchmarkCompactionSteps); in steps, no Put or step of a compaction
+// waits for more than its share. Lists written meanwhile go to new
+// chunks, so a slot the reclaim has passed never points into a retired
+// one.
+func (ix *Index) startGCRevs() {
+	ix.revs.retire()
+	ix.gcRunning, ix.gcNext = true, 0
+}
+
+// gcRevsStep visits up to n slots of the reclaim under way, moving their
+// lists out of retired chunks, and ends the reclaim after the last slot.
+func (ix *Index) gcRevsStep(n int) {
+	a := &ix.revs
+	for ; n > 0 && int(ix.gcNext) < ix.nslots; n-- {
+		s := ix.slot(ix.gcNext)
+		ix.gcNext++
+		if s.key == freeSlot || s.revs&inlineFlag != 0 || !a.isRetired(ref(s.revs)) {
 			continue
 		}
 		r := ref(s.revs)
-		if r.dedicated() {
-			c := old.chunks[r.chunk()]
-			ix.revs.dedicated += int64(cap(c))
-			s.revs = uint64(makeRef(ix.revs.newChunkIndex(c), 0, lenDedicated))
-			continue
-		}
-		b := old.bytes(r)
-		nr, dst := ix.revs.alloc(len(b), listCap(len(b)))
-		copy(dst, b)
-		s.revs = uint64(nr)
+		s.revs = uint64(a.move(r, listCap(r.n())))
+	}
+	if int(ix.gcNext) >= ix.nslots {
+		a.release()
+		ix.gcRunning = false
+	}
+}
+
+// finishGCRevs ends the reclaim under way, if any, at once.
+func (ix *Index) finishGCRevs() {
+	if ix.gcRunning {
+		ix.gcRevsStep(math.MaxInt)
 	}
 }
 

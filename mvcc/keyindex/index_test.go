@@ -558,3 +558,56 @@ func TestRebuildInOrderThenNot(t *testing.T) {
 		}
 	}
 }
+
+// TestArenaReclaimInSteps checks that the revision arena's garbage is
+// reclaimed a few slots per list change rather than in one copy of every
+// list, that reads see every list unchanged meanwhile, and that the
+// memory goes once it ends.
+func TestArenaReclaimInSteps(t *testing.T) {
+	ix := New()
+	const n = 20000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key-%08d", i) }
+	rev := int64(0)
+	last := make([]int64, n)
+	put := func(i int) {
+		rev++
+		if err := ix.Put(key(i), Revision{Main: rev}); err != nil {
+			t.Fatal(err)
+		}
+		last[i] = rev
+	}
+	for i := range n {
+		put(i)
+	}
+	// Updates until a reclaim begins.
+	for i := 0; !ix.gcRunning; i = (i + 1) % n {
+		if rev > 20*n {
+			t.Fatal("no reclaim began")
+		}
+		put(i)
+	}
+	before := ix.Stats()
+	changes := 0
+	for i := 0; ix.gcRunning; i = (i + 7919) % n {
+		put(i)
+		changes++
+		for _, j := range []int{i, (i + n/2) % n, n - 1 - i} {
+			got, ok := ix.Get(key(j), rev)
+			if !ok || got.Mod.Main != last[j] {
+				t.Fatalf("during the reclaim, after %d changes: Get(%s) = %+v %v, want mod %d", changes, key(j), got, ok, last[j])
+			}
+		}
+	}
+	if want := n / gcSlotsPerChange; changes < want/2 {
+		t.Fatalf("reclaim ended after %d list changes, want about %d: not spread", changes, want)
+	}
+	after := ix.Stats()
+	if after.RevGarbage < 0 || after.RevGarbage*4 > after.RevArenaBytes || after.RevArenaBytes >= before.RevArenaBytes {
+		t.Fatalf("reclaim left %d garbage bytes of %d (before it: %d of %d)", after.RevGarbage, after.RevArenaBytes, before.RevGarbage, before.RevArenaBytes)
+	}
+	for i := range n {
+		if got, ok := ix.Get(key(i), rev); !ok || got.Mod.Main != last[i] {
+			t.Fatalf("after the reclaim: Get(%s) = %+v %v, want mod %d", key(i), got, ok, last[i])
+		}
+	}
+}
