@@ -63,6 +63,7 @@ func (s *Store) compact(index uint64, rev int64, background bool) error {
 		return s.runCompaction(job)
 	}
 	handedOff = true
+	job.pace = newCompactPace(s.opts.hooks.compactSleep, &s.closed)
 	go func() {
 		defer s.compactMu.Unlock()
 		// An error leaves the job as leftover, for whoever takes
@@ -172,8 +173,12 @@ func (s *Store) runCompaction(job *compactJob) error {
 	s.metrics.total.Observe(millis(took))
 	s.metrics.keys.Add(float64(job.dropped))
 	s.metrics.last.Set(float64(time.Now().Unix()))
-	s.logInfof("mvcc: finished scheduled compaction at revision %d: revisions deleted %d, took %v, index pause %v",
-		job.rev, job.dropped, took.Round(time.Microsecond), job.indexPause.Round(time.Microsecond))
+	var rested time.Duration
+	if job.pace != nil {
+		rested = job.pace.rested
+	}
+	s.logInfof("mvcc: finished scheduled compaction at revision %d: revisions deleted %d, took %v, index pause %v, rested %v",
+		job.rev, job.dropped, took.Round(time.Microsecond), job.indexPause.Round(time.Microsecond), rested.Round(time.Microsecond))
 	if s.reclaim != nil {
 		s.reclaim.add(job.lo, job.hi, job.dropped)
 	}
@@ -201,6 +206,9 @@ type compactJob struct {
 	lo, hi, dropped int64
 	// step is the next step to take (see compactStep).
 	step int
+	// pace rests a background compaction between pieces of its work;
+	// nil for one a caller waits for.
+	pace *compactPace
 	done bool
 }
 
@@ -239,7 +247,7 @@ func (s *Store) compactStep(job *compactJob) error {
 		slices.SortFunc(job.drops, func(a, b keyindex.Revision) int {
 			return cmp.Or(cmp.Compare(a.Main, b.Main), cmp.Compare(a.Sub, b.Sub))
 		})
-		if err := s.deleteRevisions(job.drops); err != nil {
+		if err := s.deleteRevisions(job.drops, job.pace); err != nil {
 			return err
 		}
 		job.step++
@@ -271,7 +279,7 @@ const walkKeys = 4096
 // (scheduleCompaction). A step waits for the batch being staged to
 // commit, since a Batch holds writeMu across its commands. It runs under
 // compactMu, so no other compaction, restore or Close comes between its
-// steps.
+// steps. A background compaction rests between steps (compactPace).
 func (s *Store) walkIndex(job *compactJob) {
 	if job.walk == nil {
 		return
@@ -291,6 +299,9 @@ func (s *Store) walkIndex(job *compactJob) {
 		s.mu.Unlock()
 		s.writeMu.Unlock()
 		job.indexPause = max(job.indexPause, time.Since(start))
+		if !done {
+			job.pace.point()
+		}
 	}
 	job.walk = nil
 	s.metrics.indexPause.Observe(millis(job.indexPause))
@@ -304,10 +315,14 @@ func (s *Store) walkIndex(job *compactJob) {
 // from the dropped history to the newest revision and its compaction
 // rewrote every table in between; an ingested table spans the dropped
 // revisions alone, and one ingestion holds up commits once (docs/mvcc.md).
-func (s *Store) deleteRevisions(revs []keyindex.Revision) error {
+// pace rests a background compaction every 1,024 revisions written.
+func (s *Store) deleteRevisions(revs []keyindex.Revision, pace *compactPace) error {
 	return s.db.DeleteSorted(func(del func(key []byte) error) error {
 		var key []byte
-		for _, r := range revs {
+		for i, r := range revs {
+			if i%1024 == 0 {
+				pace.point()
+			}
 			key = appendRevKey(key[:0], r)
 			if err := del(key); err != nil {
 				return err

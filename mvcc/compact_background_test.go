@@ -241,3 +241,59 @@ func TestCompactionWalkBesideWriters(t *testing.T) {
 		written[k] = resp.Rev
 	}
 }
+
+// TestBackgroundCompactionRests: a compaction the apply loop hands off
+// rests between pieces of its work (its walk of the key index, its
+// tombstones), about three times as long as it worked; one a caller
+// waits for does not rest.
+func TestBackgroundCompactionRests(t *testing.T) {
+	for _, background := range []bool{true, false} {
+		t.Run(fmt.Sprintf("background=%v", background), func(t *testing.T) {
+			db := openEngine(t, vfs.NewMem(), false)
+			defer db.Close()
+			var rests atomic.Int64
+			var rested atomic.Int64
+			s := openStore(t, db, Options{hooks: hooks{walkKeys: 256, compactSleep: func(d time.Duration) {
+				rests.Add(1)
+				rested.Add(int64(d))
+			}}})
+			defer s.Close()
+			// 100,000 keys written twice: the compaction drops 100,000
+			// revisions, tens of milliseconds of work on any machine.
+			const keys, perTxn = 100_000, 500
+			for round := range 2 {
+				for k := 0; k < keys; k += perTxn {
+					ops := make([]Op, 0, perTxn)
+					for i := k; i < k+perTxn; i++ {
+						ops = append(ops, PutOp(fmt.Appendf(nil, "/registry/pods/ns/pod-%06d", i), fmt.Appendf(nil, "v%d", round)))
+					}
+					if _, err := s.Txn(TxnRequest{Success: ops}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			start := time.Now()
+			if background {
+				if err := s.Entry(1).Compact(s.Rev()); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.WaitCompaction(); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := s.Compact(s.Rev()); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			n, d := rests.Load(), time.Duration(rested.Load())
+			t.Logf("compaction took %v without its rests, %d rests of %v in all", took, n, d)
+			switch {
+			case background && n == 0:
+				t.Fatalf("a background compaction of %d revisions (%v of work) never rested", keys, took)
+			case background && d < took:
+				t.Fatalf("a background compaction rested %v for %v of work, want about three times as long", d, took)
+			case !background && n > 0:
+				t.Fatalf("a compaction its caller waits for rested %d times", n)
+			}
+		})
+	}
+}

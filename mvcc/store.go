@@ -59,6 +59,9 @@ type hooks struct {
 	// inWalkStep, if set, runs at the end of each step of a compaction's
 	// walk, under the locks the step holds.
 	inWalkStep func()
+	// compactSleep, if set, replaces time.Sleep for a background
+	// compaction's rests (compactPace).
+	compactSleep func(time.Duration)
 }
 
 const (
