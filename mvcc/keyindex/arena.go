@@ -178,6 +178,9 @@ func (a *arena) retire() {
 	a.nextSize = 0
 }
 
+// reclaiming reports whether a reclaim begun by retire is under way.
+func (a *arena) reclaiming() bool { return a.retiring != nil }
+
 // isRetired reports whether r is in a chunk retire retired.
 func (a *arena) isRetired(r ref) bool {
 	i := r.chunk()

@@ -91,8 +91,8 @@ func BenchmarkExportLoad(b *testing.B) {
 
 // BenchmarkCompactionSteps compacts an index of 1.1 million pod-like
 // keys (the 30 GB load's), each created and then updated, at the
-// revision that drops half of the creates and then at the last, in steps of 4,096 keys as the store
-// walks it; it reports the longest step, the last one (which returns the
+// revision that drops half of the creates and then at the last, in
+// steps of 4,096 keys as the store walks it; it reports the longest step, the last one (which returns the
 // arenas' garbage) and the walk's total, each of which the store's
 // readers and writers wait for.
 func BenchmarkCompactionSteps(b *testing.B) {

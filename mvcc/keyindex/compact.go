@@ -85,7 +85,7 @@ func (c *Compaction) Step(n int) (done bool) {
 		}
 		ix.due.putBack(c.again)
 		c.again = nil
-		if !ix.gcRunning && ix.revs.garbage*4 > ix.revs.live {
+		if !ix.revs.reclaiming() && ix.revs.garbage*4 > ix.revs.live {
 			ix.startGCRevs()
 		}
 		if ix.keys.garbage*4 > ix.keys.live {
@@ -93,13 +93,13 @@ func (c *Compaction) Step(n int) (done bool) {
 		}
 		n -= visited
 	}
-	if ix.gcRunning {
+	if ix.revs.reclaiming() {
 		budget := math.MaxInt
 		if n < math.MaxInt/gcSlotsPerKey {
 			budget = n * gcSlotsPerKey
 		}
 		ix.gcRevsStep(budget)
-		if ix.gcRunning {
+		if ix.revs.reclaiming() {
 			return false
 		}
 	}

@@ -114,10 +114,9 @@ type Index struct {
 	tails map[uint32]tail
 	// due lists the keys with history for Compact to drop.
 	due dueLog
-	// gcRunning is set while a reclaim of the revision arena is under
-	// way (startGCRevs); gcNext is the next slot it visits.
-	gcRunning bool
-	gcNext    uint32
+	// gcNext is the next slot a reclaim of the revision arena under way
+	// visits (startGCRevs).
+	gcNext uint32
 
 	probes    [numProbes][]byte
 	probeFree chan uint32
@@ -496,7 +495,7 @@ const gcSlotsPerChange = 16
 // once the arena's garbage exceeds a quarter of its live bytes. It runs
 // on every list change, under the caller's write lock.
 func (ix *Index) maybeGC() {
-	if ix.gcRunning {
+	if ix.revs.reclaiming() {
 		ix.gcRevsStep(gcSlotsPerChange)
 		return
 	}
@@ -517,7 +516,7 @@ func (ix *Index) maybeGC() {
 // one.
 func (ix *Index) startGCRevs() {
 	ix.revs.retire()
-	ix.gcRunning, ix.gcNext = true, 0
+	ix.gcNext = 0
 }
 
 // gcRevsStep visits up to n slots of the reclaim under way, moving their
@@ -535,14 +534,6 @@ func (ix *Index) gcRevsStep(n int) {
 	}
 	if int(ix.gcNext) >= ix.nslots {
 		a.release()
-		ix.gcRunning = false
-	}
-}
-
-// finishGCRevs ends the reclaim under way, if any, at once.
-func (ix *Index) finishGCRevs() {
-	if ix.gcRunning {
-		ix.gcRevsStep(math.MaxInt)
 	}
 }
 

@@ -580,7 +580,7 @@ func TestArenaReclaimInSteps(t *testing.T) {
 		put(i)
 	}
 	// Updates until a reclaim begins.
-	for i := 0; !ix.gcRunning; i = (i + 1) % n {
+	for i := 0; !ix.revs.reclaiming(); i = (i + 1) % n {
 		if rev > 20*n {
 			t.Fatal("no reclaim began")
 		}
@@ -588,7 +588,7 @@ func TestArenaReclaimInSteps(t *testing.T) {
 	}
 	before := ix.Stats()
 	changes := 0
-	for i := 0; ix.gcRunning; i = (i + 7919) % n {
+	for i := 0; ix.revs.reclaiming(); i = (i + 7919) % n {
 		put(i)
 		changes++
 		for _, j := range []int{i, (i + n/2) % n, n - 1 - i} {
