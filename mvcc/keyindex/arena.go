@@ -42,9 +42,9 @@ func (r ref) dedicated() bool { return r.n() == lenDedicated }
 // arena stores byte strings in large chunks so that a million keys cost a
 // few hundred allocations instead of a million. Shared chunks are only
 // appended to; bytes that are no longer referenced are counted as garbage
-// and reclaimed by copying the live ones into a new arena (gcKeys) or
-// into new chunks, step by step (retire, Index.maybeGC). Dedicated
-// chunks hold one large, growing string each.
+// and reclaimed by copying the live ones into new chunks, step by step
+// (retire; Index.gcRevsStep, Index.gcKeysStep). Dedicated chunks hold one
+// large, growing string each.
 type arena struct {
 	chunks [][]byte
 	// cur is the chunk that allocations go to; -1 before the first.

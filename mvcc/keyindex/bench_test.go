@@ -92,16 +92,13 @@ func BenchmarkExportLoad(b *testing.B) {
 // BenchmarkCompactionSteps compacts an index of 1.1 million pod-like
 // keys (the 30 GB load's), each created and then updated, at the
 // revision that drops half of the creates and then at the last, in
-// steps of 4,096 keys as the store walks it; it reports the longest step, the last one (which returns the
-// arenas' garbage) and the walk's total, each of which the store's
-// readers and writers wait for.
+// steps of 4,096 keys as the store walks it; it reports the longest
+// step, the last one (which returns the arenas' garbage) and the walk's
+// total, each of which the store's readers and writers wait for.
 func BenchmarkCompactionSteps(b *testing.B) {
 	const n = 1_100_000
-	var longest, last, total time.Duration
-	for b.Loop() {
-		b.StopTimer()
-		ix := New()
-		key := func(k int) []byte { return fmt.Appendf(nil, "/registry/pods/namespace-%02d/pod-%08x", k%100, k) }
+	key := func(k int) []byte { return fmt.Appendf(nil, "/registry/pods/namespace-%02d/pod-%08x", k%100, k) }
+	benchmarkCompactionSteps(b, func(ix *Index) []int64 {
 		for k := range n {
 			if err := ix.Put(key(k), Revision{Main: int64(k + 1)}); err != nil {
 				b.Fatal(err)
@@ -112,8 +109,55 @@ func BenchmarkCompactionSteps(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		return []int64{n + n/2, 2 * n}
+	})
+}
+
+// BenchmarkCompactionStepsDeletes is BenchmarkCompactionSteps over 1.1
+// million pods and 400,000 events whose leases all expired: the
+// compaction at the last revision removes the events' keys, a quarter of
+// the key arena, whose garbage the steps after the walk return.
+func BenchmarkCompactionStepsDeletes(b *testing.B) {
+	const pods, events = 1_100_000, 400_000
+	pod := func(k int) []byte { return fmt.Appendf(nil, "/registry/pods/namespace-%02d/pod-%08x", k%100, k) }
+	event := func(k int) []byte {
+		return fmt.Appendf(nil, "/registry/events/namespace-%02d/pod-%08x.%016x", k%100, k, uint64(k)*0x9E3779B97F4A7C15)
+	}
+	benchmarkCompactionSteps(b, func(ix *Index) []int64 {
+		rev := int64(0)
+		for k := range pods {
+			rev++
+			if err := ix.Put(pod(k), Revision{Main: rev}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for k := range events {
+			rev++
+			if err := ix.Put(event(k), Revision{Main: rev}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for k := range events {
+			rev++
+			if _, err := ix.Tombstone(event(k), Revision{Main: rev}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return []int64{rev + 1}
+	})
+}
+
+// benchmarkCompactionSteps compacts the index fill makes at each revision
+// it returns, in steps of 4,096 keys, and reports the longest step, the
+// last one and the walk's total.
+func benchmarkCompactionSteps(b *testing.B, fill func(*Index) []int64) {
+	var longest, last, total time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		ix := New()
+		revs := fill(ix)
 		b.StartTimer()
-		for _, at := range []int64{n + n/2, 2 * n} {
+		for _, at := range revs {
 			c := ix.StartCompaction(at, func(Revision) {})
 			for done := false; !done; {
 				start := time.Now()

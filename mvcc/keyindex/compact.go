@@ -55,9 +55,9 @@ func (ix *Index) StartCompaction(atRev int64, dropped func(Revision)) *Compactio
 // Step visits up to n of the keys due at the compaction's revision and
 // reports whether the compaction is done. On the step that finds none
 // left, it puts back the keys that keep history and begins to return the
-// arenas' garbage; the revision arena's is returned by the steps after
-// it, gcSlotsPerKey slots for each key a step may visit, so that no step
-// copies every list at once.
+// arenas' garbage, which the steps after it return: gcSlotsPerKey lists
+// or keys moved for each key a step may visit, so that no step copies
+// every list or every key at once.
 func (c *Compaction) Step(n int) (done bool) {
 	if c.done {
 		return true
@@ -88,28 +88,32 @@ func (c *Compaction) Step(n int) (done bool) {
 		if !ix.revs.reclaiming() && ix.revs.garbage*4 > ix.revs.live {
 			ix.startGCRevs()
 		}
-		if ix.keys.garbage*4 > ix.keys.live {
-			ix.gcKeys()
+		if !ix.keys.reclaiming() && ix.keys.garbage*4 > ix.keys.live {
+			ix.startGCKeys()
 		}
 		n -= visited
 	}
-	if ix.revs.reclaiming() {
-		budget := math.MaxInt
-		if n < math.MaxInt/gcSlotsPerKey {
-			budget = n * gcSlotsPerKey
-		}
+	budget := math.MaxInt
+	if n < math.MaxInt/gcSlotsPerKey {
+		budget = n * gcSlotsPerKey
+	}
+	// One arena at a time, so a step moves no more than its budget.
+	switch {
+	case ix.revs.reclaiming():
 		ix.gcRevsStep(budget)
-		if ix.revs.reclaiming() {
-			return false
-		}
+	case ix.keys.reclaiming():
+		ix.gcKeysStep(budget)
+	}
+	if ix.revs.reclaiming() || ix.keys.reclaiming() {
+		return false
 	}
 	c.done = true
 	return true
 }
 
-// gcSlotsPerKey is how many slots a step's reclaim of the revision arena
-// visits for each key the step may visit: moving a list costs about a
-// fifth of dropping a key's history.
+// gcSlotsPerKey is how many slots (lists, or keys) a step's reclaim of an
+// arena visits for each key the step may visit: moving a list or a key
+// costs about a fifth of dropping a key's history.
 const gcSlotsPerKey = 4
 
 // visit drops key id's history at or below the compaction's revision and

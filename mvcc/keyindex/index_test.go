@@ -611,3 +611,70 @@ func TestArenaReclaimInSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyArenaReclaimInSteps checks that the key arena's garbage, left by
+// a compaction that removes a third of the keys, is returned over the
+// compaction's later steps rather than in one copy of every key, that
+// reads, ranges and new keys work meanwhile, and that the memory goes
+// once it ends.
+func TestKeyArenaReclaimInSteps(t *testing.T) {
+	ix := New()
+	const n = 30000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key-%08d", i) }
+	rev := int64(0)
+	for i := range n {
+		rev++
+		if err := ix.Put(key(i), Revision{Main: rev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i += 3 {
+		rev++
+		if _, err := ix.Tombstone(key(i), Revision{Main: rev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := ix.Stats()
+	c := ix.StartCompaction(rev+1, nil)
+	const step = 64
+	reclaimSteps := 0
+	next := n // keys created during the reclaim
+	for !c.Step(step) {
+		if !ix.keys.reclaiming() {
+			continue
+		}
+		reclaimSteps++
+		rev++
+		if err := ix.Put(key(next), Revision{Main: rev}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		for _, i := range []int{1, n / 2, next - 1, (reclaimSteps * 7919) % n} {
+			_, ok := ix.Get(key(i), rev)
+			if want := i%3 != 0 || i >= n; ok != want {
+				t.Fatalf("during the reclaim, step %d: Get(%s) found %v, want %v", reclaimSteps, key(i), ok, want)
+			}
+		}
+	}
+	if want := (n - n/3) / (step * gcSlotsPerKey); reclaimSteps < want/2 {
+		t.Fatalf("key reclaim took %d steps, want about %d: not spread", reclaimSteps, want)
+	}
+	after := ix.Stats()
+	if after.KeyGarbage < 0 || after.KeyGarbage*4 > after.KeyArenaBytes || after.KeyArenaBytes >= before.KeyArenaBytes {
+		t.Fatalf("key reclaim left %d garbage bytes of %d (before it: %d of %d)", after.KeyGarbage, after.KeyArenaBytes, before.KeyGarbage, before.KeyArenaBytes)
+	}
+	var got []string
+	ix.Range(nil, nil, rev, func(k []byte, _ KeyRev) bool {
+		got = append(got, string(k))
+		return true
+	})
+	var want []string
+	for i := range next {
+		if i%3 != 0 || i >= n {
+			want = append(want, string(key(i)))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the reclaim: Range has %d keys, want %d (first %q, want %q)", len(got), len(want), got[:min(1, len(got))], want[:1])
+	}
+}
