@@ -71,7 +71,7 @@ var (
 	// begun, written in the batch of its first deletions.
 	metaCompactScheduled = []byte("z/compact_scheduled_rev")
 	// metaCompactFinished holds the revision of the last compaction
-	// finished, written in the batch of its last deletions. Open finishes
+	// finished, written in the batch of its last deletions. Open resumes
 	// a compaction scheduled but not finished.
 	metaCompactFinished = []byte("z/compact_finished_rev")
 	// metaApplied holds the log index of the last Entry applied, written

@@ -23,8 +23,8 @@ import (
 //
 // Compact is durable in steps: the first engine batch records "compaction
 // scheduled at rev"; the dropped revisions are then deleted, and the last
-// batch records "finished". If the store crashes in between, Open finishes
-// the compaction. Reads and writes go on while Compact deletes; only
+// batch records "finished". If the store crashes in between, Open resumes
+// the compaction in the background. Reads and writes go on while Compact deletes; only
 // scheduling it (a WAL sync) holds writers up, and each step of its walk
 // of the key index (a few milliseconds) holds readers and writers.
 // If a deletion fails, Compact returns the error and the next Compact (or
@@ -63,14 +63,20 @@ func (s *Store) compact(index uint64, rev int64, background bool) error {
 		return s.runCompaction(job)
 	}
 	handedOff = true
+	s.runInBackground(job)
+	return nil
+}
+
+// runInBackground runs job in a goroutine that holds compactMu, which
+// the caller took, until it is done, resting between pieces of its work
+// (compactPace). An error leaves the job as leftover, for whoever takes
+// compactMu next.
+func (s *Store) runInBackground(job *compactJob) {
 	job.pace = newCompactPace(s.opts.hooks.compactSleep, &s.closed)
 	go func() {
 		defer s.compactMu.Unlock()
-		// An error leaves the job as leftover, for whoever takes
-		// compactMu next.
 		_ = s.runCompaction(job)
 	}()
-	return nil
 }
 
 // WaitCompaction waits until the deletions of the compactions scheduled
@@ -192,8 +198,7 @@ type compactJob struct {
 	// index is the log index the schedule marker records, 0 for none.
 	index uint64
 	// walk drops the history from the key index, in steps (walkIndex);
-	// nil once done, or for a compaction Open resumes, whose walk is done
-	// before the store serves.
+	// nil once done.
 	walk *keyindex.Compaction
 	// start is when the compaction was scheduled, indexPause the longest
 	// step of its walk, which readers and writers wait for

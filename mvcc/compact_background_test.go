@@ -98,6 +98,74 @@ func TestEntryCompactLeavesDeletionsRunning(t *testing.T) {
 	}
 }
 
+// TestOpenResumesCompactionInBackground: a compaction whose deletions
+// failed is resumed by the next Open in the background, as etcd's
+// restore does: Open returns while the deletions are held up, the store
+// serves reads at and above the compaction (and ErrCompacted below it)
+// and takes writes, and WaitCompaction returns once the deletions are
+// done, with only the kept history left on disk.
+func TestOpenResumesCompactionInBackground(t *testing.T) {
+	db := openEngine(t, vfs.NewMem(), false)
+	defer db.Close()
+	var failing atomic.Bool
+	s := openStore(t, db, Options{hooks: hooks{beforeCompactCommit: func(i int) error {
+		if i == 1 && failing.Load() {
+			return errInjected
+		}
+		return nil
+	}}})
+	m := newModel()
+	randomLeasedHistory(t, s, m, newOpGen(rand.New(rand.NewPCG(testSeed(t), 1)), 8), 100)
+	at := m.rev - 1
+	failing.Store(true)
+	if err := s.Compact(at); !errors.Is(err, errInjected) {
+		t.Fatalf("Compact: %v, want the injected error", err)
+	}
+	m.compacted = at
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reached, release := make(chan struct{}), make(chan struct{})
+	opened := make(chan *Store, 1)
+	go func() {
+		opened <- openStore(t, db, Options{hooks: hooks{beforeCompactCommit: func(i int) error {
+			if i == 1 {
+				close(reached)
+				<-release
+			}
+			return nil
+		}}})
+	}()
+	var s2 *Store
+	select {
+	case s2 = <-opened:
+	case <-time.After(time.Minute):
+		close(release)
+		t.Fatal("Open waited for the compaction it resumed")
+	}
+	defer s2.Close()
+	<-reached
+	if err := compactionPending(s2); err == nil {
+		t.Fatal("the resumed compaction finished while its deletions were held up")
+	}
+	checkAgainstModel(t, s2, m, "while the resumed compaction runs")
+	if _, err := s2.Range([]byte("k"), []byte("l"), RangeOptions{Rev: at - 1}); !errors.Is(err, ErrCompacted) {
+		t.Errorf("Range at %d below the resumed compaction at %d: %v, want ErrCompacted", at-1, at, err)
+	}
+	ops := []Op{PutOp([]byte("k00"), []byte("after"))}
+	if _, err := s2.Txn(TxnRequest{Success: ops}); err != nil {
+		t.Fatalf("a write while the resumed compaction runs: %v", err)
+	}
+	m.apply(ops)
+	close(release)
+	checkCompactionFinished(t, s2, db)
+	checkAgainstModel(t, s2, m, "after the resumed compaction")
+	if got, want := storedRevisions(t, db), retainedRevisions(m); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the resumed compaction disk holds\n%v\nwant\n%v", got, want)
+	}
+}
+
 // compactionPending returns an error if the store's last compaction is
 // scheduled on disk and not finished.
 func compactionPending(s *Store) error {

@@ -14,8 +14,8 @@ import (
 // compactions do (internal/pebbleconf's pacer) and as etcd's does
 // (--compaction-sleep-interval, 10 ms between batches of 1,000
 // revisions): after each compactSlice of work, three times as long. A
-// compaction a caller waits for (Store.Compact, one Open resumes) does
-// not rest, nor one that Close waits for.
+// compaction a caller waits for (Store.Compact) does not rest, nor one
+// that Close waits for; one Open resumes runs in the background and does.
 const (
 	// compactDuty is the share of its wall time a background
 	// compaction's own work runs.

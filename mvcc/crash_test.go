@@ -105,9 +105,14 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	}
 }
 
-// checkCompactionFinished checks that no compaction is pending on disk.
+// checkCompactionFinished checks that no compaction is pending on disk
+// once the store's compaction in the background, if any (one Open
+// resumed), is done.
 func checkCompactionFinished(t *testing.T, s *Store, db *engine.DB) {
 	t.Helper()
+	if err := s.WaitCompaction(); err != nil {
+		t.Fatalf("WaitCompaction: %v", err)
+	}
 	sched, fin, err := compactionMarkers(s)
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func (e Entry) Txn(req TxnRequest) (TxnResponse, error) { return e.s.txn(e.index
 // background, so the apply loop does not hold every later entry up for
 // it (a fifth of a second at 200,000 pods, docs/mvcc.md). WaitCompaction
 // waits for it (etcd's physical compaction); the next Compact, HashKV,
-// a snapshot restore and Close wait for it too, and Open finishes one cut
+// a snapshot restore and Close wait for it too, and Open resumes one cut
 // short by a crash.
 func (e Entry) Compact(rev int64) error { return e.s.compact(e.index, rev, true) }
 
