@@ -288,8 +288,8 @@ func open(db *engine.DB, opts Options, loading bool, built *restorer) (*Store, e
 		// storage, and reads below it fail already. It is finished in
 		// the background while the store serves, as etcd's restore
 		// schedules it: at 1.1 million pods a compaction drops about a
-		// million revisions, seconds of work a restart need not wait
-		// for. WaitCompaction, the next Compact and Close wait for it.
+		// million revisions, work a restart need not wait for.
+		// WaitCompaction, the next Compact and Close wait for it.
 		resumed := &compactJob{rev: scheduled, step: 1, start: time.Now()}
 		resumed.walk = s.ix.StartCompaction(scheduled, resumed.add)
 		s.compactMu.Lock()
