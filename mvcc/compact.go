@@ -24,9 +24,10 @@ import (
 // Compact is durable in steps: the first engine batch records "compaction
 // scheduled at rev"; the dropped revisions are then deleted, and the last
 // batch records "finished". If the store crashes in between, Open resumes
-// the compaction in the background. Reads and writes go on while Compact deletes; only
-// scheduling it (a WAL sync) holds writers up, and each step of its walk
-// of the key index (a few milliseconds) holds readers and writers.
+// the compaction in the background. Reads and writes go on while Compact
+// deletes; only scheduling it (a WAL sync) holds writers up, and each
+// step of its walk of the key index (a few milliseconds) holds readers
+// and writers.
 // If a deletion fails, Compact returns the error and the next Compact (or
 // Open) finishes the deletions.
 func (s *Store) Compact(rev int64) error { return s.compact(0, rev, false) }
