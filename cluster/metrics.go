@@ -15,9 +15,9 @@ type Instrumented interface {
 	// etcd_network_{active,disconnected}_peers metrics, fed by the
 	// transport.
 	PeerMetrics() prometheus.Collector
-	// LogFsyncLatency is the histogram of the raft log's WAL fsyncs (the
-	// log is what makes a write durable on a member; see
-	// engine.DB.WALFsyncLatency for its unit and buckets).
+	// LogFsyncLatency is the histogram of the raft log's fsyncs (the log
+	// is what makes a write durable on a member), in nanoseconds with the
+	// buckets of engine.DB.WALFsyncLatency.
 	LogFsyncLatency() prometheus.Histogram
 }
 
@@ -25,7 +25,7 @@ type Instrumented interface {
 func (n *raftNode) PeerMetrics() prometheus.Collector { return n.tr.metrics }
 
 // LogFsyncLatency implements Instrumented.
-func (n *raftNode) LogFsyncLatency() prometheus.Histogram { return n.log.db.WALFsyncLatency() }
+func (n *raftNode) LogFsyncLatency() prometheus.Histogram { return n.log.wal.FsyncLatency() }
 
 // peerMetrics are a member's peer metrics under etcd's names, labels and
 // buckets (etcd's server/etcdserver/api/rafthttp/metrics.go), one set per

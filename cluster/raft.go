@@ -42,7 +42,6 @@ type raftNode struct {
 	clusterID uint64
 	sm        StateMachine
 	log       *logStore
-	storage   *raft.MemoryStorage
 	raft      raft.Node
 	tr        *transport
 	snapDir   string
@@ -131,7 +130,6 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 		cfg:         cfg,
 		sm:          sm,
 		logger:      cfg.Logger,
-		storage:     raft.NewMemoryStorage(),
 		applyc:      make(chan *applyJob, 128),
 		appendc:     make(chan *pb.Message, 1024),
 		propc:       make(chan *pendingProposal, 4096),
@@ -154,7 +152,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 	if err := removeStaleSnapshots(n.snapDir); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	if n.log, err = openLogStore(filepath.Join(cfg.Dir, "log"), cfg.logFS); err != nil {
+	if n.log, err = openLogStore(cfg.Dir, cfg.logFS); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -167,7 +165,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 	rc := &raft.Config{
 		ElectionTick:    cfg.ElectionTicks,
 		HeartbeatTick:   cfg.HeartbeatTicks,
-		Storage:         n.storage,
+		Storage:         n.log.wal,
 		MaxSizePerMsg:   1 << 20,
 		MaxInflightMsgs: 512,
 		// Bound the proposals queued on a leader that cannot commit
@@ -242,15 +240,6 @@ func (n *raftNode) restart(meta logMeta) error {
 	}
 	n.id, n.clusterID = meta.MemberID, meta.ClusterID
 	snap := l.snapshot
-	if err := n.storage.ApplySnapshot(snap); err != nil {
-		return fmt.Errorf("cluster: raft log snapshot: %w", err)
-	}
-	if err := n.storage.SetHardState(l.hs); err != nil {
-		return err
-	}
-	if err := n.storage.Append(l.entries); err != nil {
-		return err
-	}
 	n.snapIndex = snap.GetMetadata().GetIndex()
 	n.confState = pb.EnsureConfState(snap.GetMetadata().GetConfState())
 	n.members = l.members

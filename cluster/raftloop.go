@@ -194,23 +194,13 @@ func (n *raftNode) persist(batch []*pb.Message) error {
 			return err
 		}
 	}
-	hs, err := n.log.saveAppends(batch)
+	hs, err := n.log.wal.Save(batch)
 	if err != nil {
 		return err
 	}
 	if hs != nil {
 		n.term.Store(hs.GetTerm())
 		n.commit.Store(hs.GetCommit())
-	}
-	if hasSnap {
-		if err := n.storage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-			return fmt.Errorf("cluster: apply snapshot to the raft storage: %w", err)
-		}
-	}
-	for _, m := range batch {
-		if err := n.storage.Append(m.GetEntries()); err != nil {
-			return fmt.Errorf("cluster: append to the raft storage: %w", err)
-		}
 	}
 	for _, m := range batch {
 		n.deliver(m.GetResponses())
@@ -244,7 +234,7 @@ func (n *raftNode) divertSnapshots(msgs []*pb.Message) []*pb.Message {
 // data streamed with it is at least as new.
 func (n *raftNode) mergeSnapshot(m *pb.Message) {
 	applied := n.applied.Load()
-	term, err := n.storage.Term(applied)
+	term, err := n.log.wal.Term(applied)
 	if err != nil {
 		n.logf("snapshot for %x: term of applied index %d: %v", m.GetTo(), applied, err)
 		n.raft.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
@@ -601,13 +591,14 @@ func (n *raftNode) restoreFile(path string, dataIndex uint64) error {
 }
 
 // maybeSnapshot takes a snapshot at the applied index every
-// SnapshotEntries entries and truncates the log CatchUpEntries behind it.
-// The state machine's data is not copied: a snapshot is the member list
-// and raft's configuration at the index; the data is streamed from the
-// state machine when a follower needs it.
+// SnapshotEntries entries or snapshotBytes of them, and truncates the log
+// behind it, keeping CatchUpEntries entries and catchUpBytes at most. The
+// state machine's data is not copied: a snapshot is the member list and
+// raft's configuration at the index; the data is streamed from the state
+// machine when a follower needs it.
 func (n *raftNode) maybeSnapshot() error {
 	applied := n.applied.Load()
-	if applied-n.snapIndex < n.cfg.SnapshotEntries {
+	if applied-n.snapIndex < n.cfg.SnapshotEntries && (applied == n.snapIndex || n.log.wal.BytesAfter(n.snapIndex) < snapshotBytes) {
 		return nil
 	}
 	// Entries are dropped from the log below: what the state machine
@@ -618,7 +609,7 @@ func (n *raftNode) maybeSnapshot() error {
 	n.membersMu.RLock()
 	data := n.members.marshal()
 	n.membersMu.RUnlock()
-	snap, err := n.storage.CreateSnapshot(applied, n.confState, data)
+	_, err := n.log.wal.CreateSnapshot(applied, n.confState, data)
 	if errors.Is(err, raft.ErrSnapOutOfDate) {
 		n.snapIndex = applied
 		return nil
@@ -626,17 +617,10 @@ func (n *raftNode) maybeSnapshot() error {
 	if err != nil {
 		return fmt.Errorf("cluster: snapshot at %d: %w", applied, err)
 	}
-	if err := n.log.saveSnapshot(snap); err != nil {
-		return err
-	}
 	n.snapIndex = applied
-	if applied > n.cfg.CatchUpEntries {
-		compact := applied - n.cfg.CatchUpEntries
-		if err := n.storage.Compact(compact); err != nil && !errors.Is(err, raft.ErrCompacted) {
-			return fmt.Errorf("cluster: compact raft storage at %d: %w", compact, err)
-		}
-		if err := n.log.compact(compact); err != nil {
-			return err
+	if compact := n.log.wal.CatchUpStart(applied, n.cfg.CatchUpEntries, catchUpBytes); compact > 0 {
+		if err := n.log.wal.Compact(compact); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return fmt.Errorf("cluster: compact the raft log at %d: %w", compact, err)
 		}
 	}
 	return nil

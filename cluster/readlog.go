@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stratadb/strata/cluster/raftwal"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -22,20 +26,31 @@ import (
 // entries of the cluster's own bookkeeping (a member's attributes, a new
 // leader's empty entry). Conf change entries are as raft wrote them.
 func ReadLog(raftDir string) (hs *pb.HardState, snapIndex uint64, entries []*pb.Entry, err error) {
-	dir := filepath.Join(raftDir, "log")
+	dir := filepath.Join(raftDir, "wal")
 	if _, err := os.Stat(dir); err != nil {
+		if _, lerr := os.Stat(filepath.Join(raftDir, "log")); lerr == nil {
+			return nil, 0, nil, fmt.Errorf("cluster: raft log in %s is in the format of an earlier Strata: start the member once to move it", raftDir)
+		}
 		return nil, 0, nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
-	s, err := openLogStore(dir, nil)
+	w, err := raftwal.Open(vfs.Default, dir, raftwal.Options{ReadOnly: true})
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("cluster: raft log: %w", err)
+	}
+	defer w.Close()
+	snap, err := w.Snapshot()
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	defer s.close()
-	l, err := s.load()
-	if err != nil {
-		return nil, 0, nil, err
+	first, _ := w.FirstIndex()
+	last, _ := w.LastIndex()
+	var all []*pb.Entry
+	if last >= first {
+		if all, err = w.Entries(first, last+1, math.MaxUint64); err != nil {
+			return nil, 0, nil, fmt.Errorf("cluster: raft log: %w", err)
+		}
 	}
-	for _, e := range l.entries {
+	for _, e := range all {
 		if e.GetType() != pb.EntryNormal {
 			entries = append(entries, e)
 			continue
@@ -49,5 +64,5 @@ func ReadLog(raftDir string) (hs *pb.HardState, snapIndex uint64, entries []*pb.
 		}
 		entries = append(entries, e)
 	}
-	return l.hs, l.snapshot.GetMetadata().GetIndex(), entries, nil
+	return w.HardState(), snap.GetMetadata().GetIndex(), entries, nil
 }
