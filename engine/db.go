@@ -13,7 +13,10 @@
 // Pebble lacks is built here on Pebble's public hooks: per-level codecs that a
 // full compaction really applies (CompactAll), the RocksDB-format OPTIONS file
 // (config.RocksDBOptionsFileName, written on every open), WAL accounting
-// (package wal) and a rocksdb.stats-style report (Stats, Metrics, Collector).
+// (package wal), a rocksdb.stats-style report (Stats, Metrics, Collector),
+// and a disk guard: on a full disk writes fail with ErrNoSpace, reads go
+// on, and writes resume once space returns (DiskStatus,
+// DiskGuardOptions.OnDiskFull; see diskGuard).
 package engine
 
 import (
@@ -78,6 +81,12 @@ type Options struct {
 	// found in its db_paths and in the directories its tiering record
 	// lists. db_path must exist. The default value is false.
 	ReadOnly bool
+	// DiskGuard configures what a full disk does (see ErrNoSpace,
+	// DiskStatus and DiskGuardOptions): writes are refused with ErrNoSpace
+	// and resume once space returns, and Pebble never crashes on ENOSPC. A
+	// read-only DB has no guard. The default value is the zero
+	// DiskGuardOptions, the defaults it documents.
+	DiskGuard DiskGuardOptions
 }
 
 // DB is an open Strata database. It is safe for concurrent use.
@@ -132,6 +141,14 @@ type DB struct {
 	closed   atomic.Bool
 	// fatal is Pebble's fatal error once one was met (see ErrFatal).
 	fatal atomic.Pointer[FatalError]
+	// disk is the disk guard (see diskGuard); nil when read-only.
+	disk *diskGuard
+	// dirFS is fs under the disk guard, for Dir.
+	dirFS vfs.FS
+	// noSpaceLogged is when a background error for lack of space was last
+	// logged (UnixNano): while the disk is full they are logged once a
+	// minute, and counted every time.
+	noSpaceLogged atomic.Int64
 }
 
 // Open opens (creating if needed) the database that cfg describes, with the
@@ -187,10 +204,18 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.dirFS = fs
 	if o.ReadOnly {
 		tableFS = readOnlyFS(tableFS, cfg.DBPath, tableDirs(cfg, recorded))
 	} else if tableFS, err = db.tiered(tableFS, popts); err != nil {
 		return nil, err
+	} else {
+		// Every file Pebble writes goes through the guard first, above
+		// direct I/O and tiering, below the table write buffer (so a blob
+		// file's held bytes are written, and guarded, at its sync).
+		db.disk = newDiskGuard(fs, cfg, popts, o.DiskGuard, o.Logger)
+		tableFS = db.disk.wrap(tableFS)
+		db.dirFS = db.disk.wrap(fs)
 	}
 	if !cfg.UseDirectIOForFlushAndCompaction {
 		// Direct I/O writes stage whole aligned blocks already.
@@ -224,6 +249,10 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 			db.closeLayout()
 			return nil, err
 		}
+		if err := db.disk.open(); err != nil {
+			db.closeLayout()
+			return nil, err
+		}
 	}
 	pdb, err := openPebble(cfg.DBPath, popts)
 	if err != nil {
@@ -234,13 +263,16 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 		return nil, fmt.Errorf("engine: open %q: %w", cfg.DBPath, err)
 	}
 	db.pdb = pdb
+	db.disk.start()
 	if db.layout != nil {
 		db.layout.Attach(pdb)
 	}
 	if !o.ReadOnly {
 		if err := db.writeOptionsFile(); err != nil {
+			db.disk.beginClose()
 			db.closeLayout()
 			_ = pdb.Close()
+			db.disk.stop()
 			return nil, err
 		}
 	}
@@ -308,7 +340,9 @@ func (db *DB) Config() *config.Config { return db.cfg.Clone() }
 // Dir returns the file system and directory (db_path) of the database's
 // files, for a layer above that keeps a file of its own beside them (mvcc's
 // key index checkpoint), through the same file system as the database.
-func (db *DB) Dir() (vfs.FS, string) { return db.fs, db.cfg.DBPath }
+// Its writes go through the disk guard: one that meets ENOSPC trips it and
+// fails with ErrNoSpace.
+func (db *DB) Dir() (vfs.FS, string) { return db.dirFS, db.cfg.DBPath }
 
 // ReadOnly reports whether the database was opened with Options.ReadOnly:
 // nothing on disk may change, beside it either.
@@ -463,7 +497,7 @@ func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
 		WriteStallEnd:   func() { db.stalls.end() },
 		BackgroundError: func(err error) {
 			db.bgErrors.record(err)
-			if db.logger != nil {
+			if db.logger != nil && db.logBackgroundError(err) {
 				db.logger.Errorf("strata: background error: %v", err)
 			}
 		},
@@ -476,6 +510,17 @@ func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
 	}
 	own.EnsureDefaults(nil)
 	return &own
+}
+
+// logBackgroundError reports whether to log err: every error, but for lack
+// of space (a flush or compaction Pebble retries every PollInterval while
+// the disk is full) once a minute.
+func (db *DB) logBackgroundError(err error) bool {
+	if !errors.Is(err, ErrNoSpace) {
+		return true
+	}
+	now, last := time.Now().UnixNano(), db.noSpaceLogged.Load()
+	return now-last >= int64(time.Minute) && db.noSpaceLogged.CompareAndSwap(last, now)
 }
 
 // pebbleLogger adapts a Logger (possibly nil, meaning silent) to Pebble's.

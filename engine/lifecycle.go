@@ -121,12 +121,13 @@ func (db *DB) untrack(r openResource) {
 	delete(db.ops.open, r)
 }
 
-// writable returns ErrReadOnly, naming the call, on a read-only database.
+// writable returns ErrReadOnly, naming the call, on a read-only database,
+// and ErrNoSpace while the disk guard is tripped.
 func (db *DB) writable(call string) error {
 	if db.readOnly {
 		return fmt.Errorf("%w: %s", ErrReadOnly, call)
 	}
-	return nil
+	return db.disk.admit(call)
 }
 
 // enterWrite admits a write whose keys lie within [lo, hi] (see
@@ -137,6 +138,9 @@ func (db *DB) enterWrite(lo, hi []byte) (int, error) {
 	}
 	if fe := db.fatal.Load(); fe != nil {
 		return 0, fmt.Errorf("%w: %w", ErrFatal, fe)
+	}
+	if err := db.disk.admit("write"); err != nil {
+		return 0, err
 	}
 	ticket, ok := db.guard.enter(lo, hi)
 	if !ok {
@@ -157,6 +161,8 @@ func (db *DB) Close() (err error) {
 		return ErrClosed
 	}
 	defer db.recoverFatal(&err)
+	defer db.disk.stop()
+	db.disk.beginClose()
 	db.cancel()
 	db.guard.close()
 	db.ops.mu.Lock()
