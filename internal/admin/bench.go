@@ -39,7 +39,9 @@ each with a fresh temporary data directory, loads them and prints a table.
           net/http alone cost per request, in a table of its own.
   memory  etcd's storage memory benchmark: RSS after loading N keys with
           several versions through the v3 API.
-  kube    Kubernetes-shaped pods, watch, leases, compactions, a paginated list.
+  kube    Kubernetes-shaped pods, watch, leases, compactions, a paginated list;
+          with --members 3, against a 3-member Strata cluster and a 3-member
+          etcd 3.7 cluster (and --kill-leader-at: the leader SIGKILLed mid-load).
   watch   puts with no watcher, then with 10,000 watchers (etcd's benchmark watch).
   member  a 4th member added to a loaded 3-member cluster: the time until it
           serves the data, and whether it was sent a snapshot.

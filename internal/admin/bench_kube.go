@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +21,9 @@ type benchKubeOptions struct {
 	eventEvery   int
 	compactEvery time.Duration
 	settle       time.Duration
-	endpoint     string
+	members      int
+	killLeaderAt time.Duration
+	endpoints    []string
 	plot         string
 	timeline     string
 	pinFlags
@@ -81,8 +84,10 @@ func (o *benchKubeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.settle, "settle", 0, "after the load, compact to its last revision, wait this long and read the disk again (Disk settled: what compaction gave back, no defrag); 0 skips")
 	fs.StringVar(&o.plot, "plot", "", "also draw the time line (puts/s and p99 per second, compactions marked) as SVG to `FILE`")
 	fs.StringVar(&o.timeline, "timeline", "", "also write the time line (per second: puts, p99, compaction marks, RSS, disk) as CSV to `FILE`")
+	fs.IntVar(&o.members, "members", 1, "members of each server: 1 runs servers alone; 3, 5 or 7 runs a Strata raft cluster against an etcd 3.7 cluster, every member on --server-cpus, the clients' connections each to every member, the full list through a follower, CPU, RSS and disk summed and per member, leader changes counted")
+	fs.DurationVar(&o.killLeaderAt, "kill-leader-at", 0, "kill the leader (SIGKILL) this long into the load and start it again at once; writes are retried meanwhile, and the table says when puts resumed (0: no kill)")
 	o.pinFlags.AddFlags(fs)
-	fs.StringVar(&o.endpoint, "endpoint", "", "load a running server at `HOST:PORT` instead of starting servers (--servers is then ignored)")
+	fs.StringSliceVar(&o.endpoints, "endpoint", nil, "load a running server at `HOST:PORT` (a cluster: every member's, comma-separated) instead of starting servers (--servers is then ignored)")
 }
 
 func newBenchKubeCommand() *cobra.Command {
@@ -91,6 +96,8 @@ func newBenchKubeCommand() *cobra.Command {
 		Use:   "kube",
 		Short: "Kubernetes-sized data: pod creates and updates as the apiserver sends them, with watch, leases, compactions and a paginated list",
 		Example: `  strata bench kube --pods 80000 --updates 80000      # about 2 GB of writes
+  strata bench kube --members 3 --pods 30000 --updates 30000 --plot kube-3m.svg   # 3-member clusters
+  strata bench kube --members 3 --kill-leader-at 20s --pods 30000 --updates 30000
   strata bench kube --pods 10000 --updates 10000 --servers strata --strata-toml 'server.memory_budget_mb = 512'`,
 		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
@@ -108,7 +115,7 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	for _, f := range []struct {
 		name   string
 		v, min int
-	}{{"--passes", o.passes, 1}, {"--event-every", o.eventEvery, 0}} {
+	}{{"--event-every", o.eventEvery, 0}, {"--members", o.members, 1}} {
 		if f.v < f.min {
 			problems = append(problems, fmt.Errorf("%s %d: must be >= %d", f.name, f.v, f.min))
 		}
@@ -119,29 +126,36 @@ func (o *benchKubeOptions) run(cmd *cobra.Command) error {
 	if o.settle < 0 {
 		problems = append(problems, fmt.Errorf("--settle %s: must be >= 0", o.settle))
 	}
+	if len(o.endpoints) > 0 && (o.members != 1 || o.killLeaderAt != 0) {
+		problems = append(problems, errors.New("--endpoint with --members or --kill-leader-at: a running server is loaded as it is; its members are not started, counted or killed here"))
+	}
+	load := o.pods.load()
+	load.EventEvery, load.CompactEvery = o.eventEvery, o.compactEvery
+	var ko bench.KubeOptions
+	if len(o.endpoints) == 0 {
+		pin, err := o.pinning(cmd.ErrOrStderr())
+		if err != nil {
+			problems = append(problems, err)
+		}
+		ko = bench.KubeOptions{
+			Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.pods.quota, Pin: pin, Progress: cmd.ErrOrStderr(),
+			Load: load, Settle: o.settle, Members: o.members, KillLeaderAt: o.killLeaderAt,
+		}
+		problems = append(problems, ko.Validate())
+	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}
 	ctx, stop := signalContext(cmd)
 	defer stop()
-	load := o.pods.load()
-	load.EventEvery, load.CompactEvery = o.eventEvery, o.compactEvery
-	if o.endpoint != "" {
-		load.Endpoint, load.Progress = o.endpoint, cmd.ErrOrStderr()
+	if len(o.endpoints) > 0 {
+		load.Endpoints, load.Progress = o.endpoints, cmd.ErrOrStderr()
 		r, err := load.Run(ctx)
 		if r == nil {
 			return err
 		}
-		res := &bench.KubeRun{Options: bench.KubeOptions{Load: load}, Samples: []bench.KubeSample{{Name: o.endpoint, KubeResult: r}}}
+		res := &bench.KubeRun{Options: bench.KubeOptions{Load: load}, Samples: []bench.KubeSample{{Name: strings.Join(o.endpoints, ","), KubeResult: r}}}
 		return errors.Join(err, o.write(cmd, res))
-	}
-	pin, err := o.pinning(cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	ko := bench.KubeOptions{
-		Servers: ks, Passes: o.passes, Dir: o.common.dir, QuotaBytes: o.pods.quota, Pin: pin, Progress: cmd.ErrOrStderr(),
-		Load: load, Settle: o.settle,
 	}
 	var cleanup func()
 	ko.Programs, cleanup, err = o.common.programs(ctx, ks, cmd.ErrOrStderr())

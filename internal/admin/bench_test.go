@@ -32,6 +32,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"bench", "memory", "--servers", "strata,floor"}, []string{"--servers floor", "`strata bench watch` only"}},
 		{[]string{"bench", "qps", "--servers", "floor", "--floor", "/nonexistent/floor"}, []string{"/nonexistent/floor", "./internal/bench/floor"}},
 		{[]string{"bench", "qps", "--servers", "floor", "--members", "3"}, []string{"server floor with members 3"}},
+		{[]string{"bench", "kube", "--members", "2", "--passes", "0", "--kill-leader-at", "-1s"}, []string{"members 2: allowed are 1", "passes 0: must be >= 1", "kill leader at -1s"}},
+		{[]string{"bench", "kube", "--members", "3", "--servers", "strata,etcd34"}, []string{"server etcd34 with members 3", "strata and etcd37 only"}},
+		{[]string{"bench", "kube", "--members", "3", "--endpoint", "127.0.0.1:1,127.0.0.1:2"}, []string{"--endpoint with --members"}},
 	} {
 		_, _, err := run(t, c.args...)
 		if err == nil {

@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -263,4 +267,124 @@ func memberAdd(ctx context.Context, cli *clientv3.Client, peerURL string) error 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// Endpoints are the members' client addresses, in the order of Members.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.Members))
+	for i, s := range c.Members {
+		out[i] = s.Endpoint
+	}
+	return out
+}
+
+// CPU is the CPU time in seconds the members have used so far, summed.
+func (c *Cluster) CPU() (float64, error) {
+	cpus, err := c.MemberCPU()
+	var sum float64
+	for _, x := range cpus {
+		sum += x
+	}
+	return sum, err
+}
+
+// diskBytes is the bytes under the members' data directories, summed.
+func (c *Cluster) diskBytes() int64 {
+	var n int64
+	for _, s := range c.Members {
+		n += dirBytes(s.dir)
+	}
+	return n
+}
+
+// rssBytes is the members' resident sets, summed; a member whose process
+// is gone (killed, not yet restarted) counts 0.
+func (c *Cluster) rssBytes() int64 {
+	var n int64
+	for _, s := range c.Members {
+		if rss, _, err := s.RSS(); err == nil {
+			n += rss
+		}
+	}
+	return n
+}
+
+// leaderChangesMetric is the counter of leader changes a member has seen,
+// under etcd's name, which Strata exports too.
+const leaderChangesMetric = "etcd_server_leader_changes_seen_total"
+
+// LeaderChanges reads each member's leaderChangesMetric off its /metrics,
+// in the order of Members. A member counts the first leader it sees as a
+// change, and counts from 0 again when restarted.
+func (c *Cluster) LeaderChanges(ctx context.Context) ([]int, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	out := make([]int, len(c.Members))
+	for i, s := range c.Members {
+		n, err := metricValue(ctx, client, s.URL+"/metrics", leaderChangesMetric)
+		if err != nil {
+			return nil, fmt.Errorf("bench: leader changes of %s %s: %w", c.Kind, s.Member, err)
+		}
+		out[i] = int(n)
+	}
+	return out, nil
+}
+
+// metricValue reads the value of the unlabelled metric name in the
+// Prometheus text at url.
+func metricValue(ctx context.Context, client *http.Client, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("GET %s: no metric %s", url, name)
+}
+
+// leaderChangesOver is the leader changes between two readings of
+// LeaderChanges: the most any member saw, each member seeing every change
+// it was up for (a member restarted in between counts what it saw since).
+func leaderChangesOver(before, after []int) int {
+	most := 0
+	for i := range after {
+		d := after[i]
+		if i < len(before) && after[i] >= before[i] {
+			d = after[i] - before[i]
+		}
+		most = max(most, d)
+	}
+	return most
+}
+
+// KillLeader ends the member every member names leader with SIGKILL, as a
+// crash would, and starts it again at once on its data, as a supervisor
+// would, returning once it answers /health (which needs it to know a
+// leader again). It returns the member's index in Members.
+func (c *Cluster) KillLeader(ctx context.Context) (int, error) {
+	i, err := c.Leader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s := c.Members[i]
+	s.kill()
+	if err := s.relaunch(); err != nil {
+		return i, err
+	}
+	return i, s.waitReady(ctx)
 }

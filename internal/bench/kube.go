@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,14 @@ import (
 // continuation. Objects come from workload.Pods. The run is bounded by
 // its counts and by Timeout.
 type KubeLoad struct {
-	// Endpoint is the server's HOST:PORT.
-	Endpoint string
+	// Endpoints are the server's HOST:PORT, or every member's of a
+	// cluster. Each connection is one clientv3 client of them all, which
+	// sends its requests round-robin over the members, as Kubernetes'
+	// apiserver is given every etcd member (--etcd-servers).
+	Endpoints []string
+	// ListEndpoint, if set, is the one member the final list goes to (a
+	// follower of a cluster); "" lists over Endpoints.
+	ListEndpoint string
 	// Pods is the number of pods created; Updates the number of updates
 	// that follow, to pods picked at random.
 	Pods, Updates int
@@ -50,9 +57,20 @@ type KubeLoad struct {
 	// Sample is called once a second while the load runs (for the
 	// server's RSS and disk); nil skips it.
 	Sample func(t time.Duration) KubeGauge
-	// CPU returns the server's CPU seconds so far, read around the list;
-	// nil skips it.
+	// CPU returns the server's CPU seconds so far (a cluster's summed
+	// over its members), read around the list; nil skips it.
 	CPU func() (float64, error)
+	// Disrupt, if set, runs beside the load from its start, such as a
+	// leader's kill and restart; it returns when it disrupted, as an
+	// offset from the load's start, or 0 if the load ended (ctx) first.
+	Disrupt func(ctx context.Context, start time.Time) (time.Duration, error)
+	// Retry makes a write that failed (its member killed, or no leader
+	// for a while) be tried again, every 50 ms for up to 30 s, as the
+	// apiserver's client retries: a create that then finds its pod, or
+	// an update whose conflict shows the value it had tried, committed
+	// before the failure and counts once. The watch is reopened after
+	// the last event it received. Set it with Disrupt.
+	Retry bool
 }
 
 // KubeGauge is what a sampler reads off the server each second.
@@ -91,6 +109,17 @@ type KubeResult struct {
 	// StalledSeconds counts whole seconds of the load with no completed
 	// pod write.
 	StalledSeconds int
+	// LongestGap is the longest time between two pod writes completed one
+	// after the other (or between the load's start and the first).
+	LongestGap time.Duration
+	// DisruptedAt is when KubeLoad.Disrupt disrupted, from the load's
+	// start (0: it did not); GapAfterDisrupt the longest time without a
+	// completed pod write from then to the load's end (LongestGap counted
+	// from the disruption on). A write in flight may complete just after
+	// a kill: the time from the kill to the next write says little.
+	DisruptedAt, GapAfterDisrupt time.Duration
+	// Retries counts the writes tried again after an error (KubeLoad.Retry).
+	Retries int
 	// Conflicts counts updates retried after a mod_revision conflict.
 	Conflicts int
 	// Events counts the watch events received on the pods' prefix; every
@@ -147,9 +176,11 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	// The watch on the pods' prefix, from the revision before any write.
 	watchCtx, stopWatch := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer stopWatch()
-	wch := admin.Watch(watchCtx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(first.Header.Revision+1))
+	openWatch := func(rev int64) clientv3.WatchChan {
+		return admin.Watch(watchCtx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev))
+	}
 	watchDone := make(chan error, 1)
-	go func() { watchDone <- k.watch(wch) }()
+	go func() { watchDone <- k.watch(watchCtx, openWatch, first.Header.Revision+1) }()
 
 	var bg sync.WaitGroup
 	bgCtx, stopBG := context.WithCancel(ctx)
@@ -158,6 +189,14 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	go func() { defer bg.Done(); k.compactor(bgCtx, admin) }()
 	go func() { defer bg.Done(); k.sampler(bgCtx) }()
 	go k.report(bgCtx, progress)
+	var (
+		disruptedAt time.Duration
+		disruptErr  error
+	)
+	if l.Disrupt != nil {
+		bg.Add(1)
+		go func() { defer bg.Done(); disruptedAt, disruptErr = l.Disrupt(bgCtx, k.start) }()
+	}
 
 	res := &KubeResult{}
 	phaseEnd, err := k.phase(ctx, conns[:l.Conns], "create", l.Pods, k.create)
@@ -170,6 +209,10 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	}
 	stopBG()
 	bg.Wait()
+	res.DisruptedAt = disruptedAt
+	if err == nil && disruptErr != nil {
+		err = fmt.Errorf("%w: disrupting the load: %w", ErrKubeLoad, disruptErr)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -189,6 +232,20 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 		return res, fmt.Errorf("%w: the watch delivered %d pod events, want %d", ErrKubeLoad, res.Events, want)
 	}
 
+	lister := admin
+	if l.ListEndpoint != "" {
+		lc, err := l.dialOne([]string{l.ListEndpoint})
+		if err != nil {
+			return res, err
+		}
+		defer lc.Close()
+		// The connection is made before the list's clock starts, as the
+		// admin connection's was.
+		if _, err := lc.Get(ctx, "compact_rev_key", clientv3.WithCountOnly(), clientv3.WithSerializable()); err != nil {
+			return res, fmt.Errorf("%w: first read through %s: %w", ErrKubeLoad, l.ListEndpoint, err)
+		}
+		lister = lc
+	}
 	cpu := l.CPU
 	if cpu == nil {
 		cpu = func() (float64, error) { return 0, nil }
@@ -198,7 +255,7 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 		return res, err
 	}
 	t0 := time.Now()
-	res.ListKeys, err = ListAll(ctx, admin, "/registry/pods/", 500, k.timed)
+	res.ListKeys, err = ListAll(ctx, lister, "/registry/pods/", 500, k.timed)
 	res.ListSeconds = time.Since(t0).Seconds()
 	if err != nil {
 		return res, err
@@ -268,18 +325,30 @@ func (l KubeLoad) validate() error {
 	return nil
 }
 
-// dial opens n client connections to the load's endpoint; the caller
-// closes those returned, with an error too.
+// dial opens n client connections, each to all of the load's endpoints;
+// the caller closes those returned, with an error too.
 func (l KubeLoad) dial(n int) ([]*clientv3.Client, error) {
 	conns := make([]*clientv3.Client, 0, n)
 	for range n {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+		c, err := l.dialOne(l.Endpoints)
 		if err != nil {
-			return conns, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, l.Endpoint, err)
+			return conns, err
 		}
 		conns = append(conns, c)
 	}
 	return conns, nil
+}
+
+// dialOne opens a client of endpoints.
+func (l KubeLoad) dialOne(endpoints []string) (*clientv3.Client, error) {
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("%w: no endpoint given", ErrKubeLoad)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: nopLogger})
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, strings.Join(endpoints, ","), err)
+	}
+	return c, nil
 }
 
 func closeAll(conns []*clientv3.Client) {
@@ -444,25 +513,56 @@ func (k *kubeRun) phase(ctx context.Context, conns []*clientv3.Client, name stri
 	return time.Since(k.start), first
 }
 
-// create writes pod i as the apiserver creates an object.
+// create writes pod i as the apiserver creates an object. With Retry, a
+// create that failed is tried again; if the retry finds the pod holding
+// the value it wrote, the attempt that failed had committed.
 func (k *kubeRun) create(ctx context.Context, c *clientv3.Client, _, i int) error {
 	key := k.pods.Key(i)
-	var resp *clientv3.TxnResponse
-	err := k.timed("create", func() (err error) {
-		resp, err = c.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, string(k.pods.Pod(i, 0)))).
-			Commit()
-		return err
-	})
-	if err != nil {
-		return err
+	for failed := false; ; failed = true {
+		var resp *clientv3.TxnResponse
+		err := k.timed("create", func() (err error) {
+			resp, err = c.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, string(k.pods.Pod(i, 0)))).
+				Commit()
+			return err
+		})
+		if err != nil {
+			if k.retryAfter(ctx, err) {
+				continue
+			}
+			return err
+		}
+		if resp.Succeeded {
+			k.modRev[i].Store(resp.Header.Revision)
+			break
+		}
+		if !failed {
+			return fmt.Errorf("pod %s %w", key, errPodExists)
+		}
+		got, err := c.Get(ctx, key)
+		if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != string(k.pods.Pod(i, 0)) {
+			return fmt.Errorf("reading back pod %s after a create retried: %v (%w)", key, err, errPodExists)
+		}
+		k.modRev[i].Store(got.Kvs[0].ModRevision)
+		break
 	}
-	if !resp.Succeeded {
-		return fmt.Errorf("pod %s %w", key, errPodExists)
-	}
-	k.modRev[i].Store(resp.Header.Revision)
 	return k.maybeEvent(ctx, c, i)
+}
+
+// retryAfter says whether a request that failed with err is to be tried
+// again (KubeLoad.Retry, and time left in ctx), after a pause of 50 ms.
+func (k *kubeRun) retryAfter(ctx context.Context, err error) bool {
+	if !k.Retry || err == nil || ctx.Err() != nil {
+		return false
+	}
+	k.retries.Add(1)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
 }
 
 // errPodExists is a create that found its pod.
@@ -501,6 +601,7 @@ func (k *kubeRun) update(ctx context.Context, c *clientv3.Client, w, n int) erro
 	}
 	i := w + k.Clients*r.IntN(per)
 	key := k.pods.Key(i)
+	var failed []int // generations tried whose outcome is unknown (Retry)
 	for {
 		gen := int(k.gen[i].Add(1))
 		rev := k.modRev[i].Load()
@@ -514,6 +615,10 @@ func (k *kubeRun) update(ctx context.Context, c *clientv3.Client, w, n int) erro
 			return err
 		})
 		if err != nil {
+			if k.retryAfter(ctx, err) {
+				failed = append(failed, gen)
+				continue
+			}
 			return err
 		}
 		if resp.Succeeded {
@@ -521,12 +626,19 @@ func (k *kubeRun) update(ctx context.Context, c *clientv3.Client, w, n int) erro
 			k.stored[i].Store(int32(gen))
 			return k.maybeEvent(ctx, c, i)
 		}
-		k.conflicts.Add(1)
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
 			return fmt.Errorf("pod %s vanished", key)
 		}
 		k.modRev[i].Store(kvs[0].ModRevision)
+		// An attempt that failed had committed: that is the update.
+		for _, g := range failed {
+			if string(kvs[0].Value) == string(k.pods.Pod(i, g)) {
+				k.stored[i].Store(int32(g))
+				return k.maybeEvent(ctx, c, i)
+			}
+		}
+		k.conflicts.Add(1)
 	}
 }
 
@@ -535,17 +647,21 @@ func (k *kubeRun) maybeEvent(ctx context.Context, c *clientv3.Client, i int) err
 	if k.EventEvery <= 0 || k.done.Load()%int64(k.EventEvery) != 0 {
 		return nil
 	}
-	id, err := k.lease.current(ctx)
-	if err != nil {
-		return err
-	}
 	ns, name := k.pods.Name(i)
 	key := fmt.Sprintf("/registry/events/%s/%s.%x", ns, name, time.Now().UnixNano())
 	val := fmt.Sprintf(`{"kind":"Event","apiVersion":"v1","metadata":{"name":%q,"namespace":%q},"involvedObject":{"kind":"Pod","namespace":%q,"name":%q,"apiVersion":"v1"},"reason":"Pulled","message":"Container image already present on machine and can be accessed by the pod","source":{"component":"kubelet","host":"node"},"count":1,"type":"Normal","reportingComponent":"kubelet"}`, name, ns, ns, name)
-	return k.timed("event", func() error {
-		_, err := c.Put(ctx, key, val, clientv3.WithLease(id))
-		return err
-	})
+	for {
+		id, err := k.lease.current(ctx)
+		if err == nil {
+			err = k.timed("event", func() error {
+				_, err := c.Put(ctx, key, val, clientv3.WithLease(id))
+				return err
+			})
+		}
+		if err == nil || !k.retryAfter(ctx, err) {
+			return err
+		}
+	}
 }
 
 // kubeLease is the apiserver's event lease: one lease of an hour, reused
@@ -571,13 +687,34 @@ func (l *kubeLease) current(ctx context.Context) (clientv3.LeaseID, error) {
 	return l.id, nil
 }
 
-// watch counts the events on the pods' prefix, checking that revisions
-// only go up, until watchUntil is reached.
-func (k *kubeRun) watch(wch clientv3.WatchChan) error {
-	var last int64
+// watch counts the events on the pods' prefix from revision from, on the
+// watch open opens, checking that revisions only go up, until watchUntil
+// is reached. With Retry a watch that fails (its member killed, or no
+// leader) is opened again after the last event received, as a
+// Kubernetes reflector does; a compacted revision still fails it.
+func (k *kubeRun) watch(ctx context.Context, open func(rev int64) clientv3.WatchChan, from int64) error {
+	last := from - 1
+	for {
+		err := k.watchFrom(open(last+1), &last)
+		if !errors.Is(err, errWatchBroken) || errors.Is(err, rpctypes.ErrCompacted) || !k.retryAfter(ctx, err) {
+			return err
+		}
+	}
+}
+
+// errWatchBroken is a watch the server ended or failed, as opposed to
+// one whose events broke a guarantee.
+var errWatchBroken = errors.New("watch broken")
+
+// watchFrom is one watch of watch: it returns nil once watchUntil is
+// reached, or an error, wrapping errWatchBroken where the watch itself
+// failed or ended.
+func (k *kubeRun) watchFrom(wch clientv3.WatchChan, lastp *int64) error {
+	last := *lastp
+	defer func() { *lastp = last }()
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
-			return fmt.Errorf("%w: watch: %w", ErrKubeLoad, err)
+			return fmt.Errorf("%w: watch: %w (%w)", ErrKubeLoad, err, errWatchBroken)
 		}
 		for _, ev := range resp.Events {
 			if ev.Kv.ModRevision <= last {
@@ -598,7 +735,7 @@ func (k *kubeRun) watch(wch clientv3.WatchChan) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: watch ended after %d events", ErrKubeLoad, k.events.Load())
+	return fmt.Errorf("%w: watch ended after %d events (%w)", ErrKubeLoad, k.events.Load(), errWatchBroken)
 }
 
 // awaitWatch waits for the watch to reach watchUntil, asking for progress
@@ -714,10 +851,12 @@ func (k *kubeRun) summarize(res *KubeResult, end time.Duration) {
 			compacting[s] = true
 		}
 	}
-	var all, in, out []time.Duration
+	res.Retries = int(k.retries.Load())
+	var all, in, out, ends []time.Duration
 	perSecond := make([][]time.Duration, seconds)
 	for _, l := range k.latencies {
 		all = append(all, l.took)
+		ends = append(ends, l.end)
 		s := min(int(l.end/time.Second), seconds-1)
 		perSecond[s] = append(perSecond[s], l.took)
 		if compacting[min(int(l.end/time.Second), seconds-1)] {
@@ -726,8 +865,16 @@ func (k *kubeRun) summarize(res *KubeResult, end time.Duration) {
 			out = append(out, l.took)
 		}
 	}
-	for _, d := range [][]time.Duration{all, in, out} {
+	for _, d := range [][]time.Duration{all, in, out, ends} {
 		slices.Sort(d)
+	}
+	prev := time.Duration(0)
+	for _, e := range ends {
+		res.LongestGap = max(res.LongestGap, e-prev)
+		if res.DisruptedAt > 0 && e > res.DisruptedAt {
+			res.GapAfterDisrupt = max(res.GapAfterDisrupt, e-max(prev, res.DisruptedAt))
+		}
+		prev = e
 	}
 	res.PutP50, res.PutP99 = percentile(all, 50), percentile(all, 99)
 	res.P99Compacting, res.P99Quiet = percentile(in, 99), percentile(out, 99)
@@ -812,8 +959,20 @@ type KubeOptions struct {
 	// Dir holds the servers' data directories ("" is the system's
 	// temporary directory).
 	Dir string
-	// Load is the load; its Endpoint and Sample are set per server.
+	// Load is the load; its Endpoints, Sample and CPU are set per server.
 	Load KubeLoad
+	// Members is the number of members of each server: 0 or 1 runs each
+	// server alone; 3, 5 or 7 runs a raft cluster of Strata and one of
+	// etcd 3.7 (StartCluster), every member on Pin.ServerCPUs, the load's
+	// connections each to every member (round-robin, as the apiserver's
+	// client), the full list through a follower, the members' CPU, RSS
+	// and disk summed.
+	Members int
+	// KillLeaderAt, if > 0, is when, from the start of the load, the
+	// leader (a server alone: the server) is killed with SIGKILL and
+	// started again at once; the load retries its writes meanwhile
+	// (KubeLoad.Retry).
+	KillLeaderAt time.Duration
 	// QuotaBytes is etcd's backend quota, raised to fit the load.
 	QuotaBytes int64
 	// Pin runs each server (and its restart) on Pin.ServerCPUs and the
@@ -833,12 +992,39 @@ type KubeSample struct {
 	Kind Kind
 	Name string
 	*KubeResult
-	// DiskBytes and RSSBytes are read after the load and the list.
+	// DiskBytes and RSSBytes are read after the load and the list, summed
+	// over the members of a cluster.
 	DiskBytes, RSSBytes int64
-	// CPUSeconds is the server's CPU time over the load.
+	// CPUSeconds is the server's CPU time over the load, summed over the
+	// members of a cluster.
 	CPUSeconds float64
+	// Members are a cluster's members, each with its share of the
+	// figures above; empty for a server alone.
+	Members []KubeMember
+	// LeaderChanges is the number of leader changes over the load, the
+	// most that any member counted (etcd_server_leader_changes_seen_total);
+	// 0 for a server alone.
+	LeaderChanges int
+	// ListVia is the member the full list went through, "" for a server
+	// alone.
+	ListVia string
+	// Killed is the member killed at KubeOptions.KillLeaderAt, "" if none
+	// was.
+	Killed string
 	// KubeAfter is measured after the load: a snapshot and a restart.
 	KubeAfter
+}
+
+// KubeMember is one member's share of a cluster's pass.
+type KubeMember struct {
+	// Name is the member's name (s1, s2, ...).
+	Name string
+	// Leader says the member was the leader after the load.
+	Leader bool
+	// CPUSeconds is its CPU time over the load; DiskBytes and RSSBytes
+	// are read after the load and the list.
+	CPUSeconds          float64
+	DiskBytes, RSSBytes int64
 }
 
 // KubeRun is the result of RunKube.
@@ -847,10 +1033,41 @@ type KubeRun struct {
 	Samples []KubeSample
 }
 
+// Validate reports every bad option at once.
+func (o KubeOptions) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrOptions}, args...)...))
+	}
+	if o.Passes < 1 {
+		bad("passes %d: must be >= 1", o.Passes)
+	}
+	if len(o.Servers) == 0 {
+		bad("servers: empty: name at least one")
+	}
+	if o.Members < 0 || o.Members > 7 || o.Members > 1 && o.Members%2 == 0 {
+		bad("members %d: allowed are 1 (servers alone), 3, 5 and 7 (raft clusters)", o.Members)
+	}
+	if o.Members > 1 {
+		for _, k := range o.Servers {
+			if k != KindStrata && k != KindEtcd37 {
+				bad("server %s with members %d: clusters are of strata and etcd37 only", k, o.Members)
+			}
+		}
+	}
+	if o.KillLeaderAt < 0 {
+		bad("kill leader at %s: must be >= 0 (0: no kill)", o.KillLeaderAt)
+	}
+	if o.KillLeaderAt > 0 && slices.Contains(o.Servers, KindFloor) {
+		bad("kill leader with server floor: the transport floor keeps nothing to restart on")
+	}
+	return errors.Join(errs...)
+}
+
 // RunKube runs the load against each server in turn, each started afresh.
 func RunKube(ctx context.Context, o KubeOptions) (*KubeRun, error) {
-	if o.Passes < 1 || len(o.Servers) == 0 {
-		return nil, fmt.Errorf("%w: need passes (%d) >= 1 and at least one server", ErrKubeLoad, o.Passes)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -877,33 +1094,72 @@ func RunKube(ctx context.Context, o KubeOptions) (*KubeRun, error) {
 			if o.Settle > 0 {
 				settled = fmt.Sprintf(" (%.0f MB settled)", mb(smp.SettledDiskBytes))
 			}
-			fmt.Fprintf(o.Progress, "pass %d/%d: %s: creates %.0f/s, updates %.0f/s, p99 %.0f ms, %d stalled s, disk %.0f MB%s, RSS %.0f MB\n",
-				pass+1, o.Passes, smp.Name, smp.CreatesPerSec, smp.UpdatesPerSec, ms(smp.PutP99), smp.StalledSeconds, mb(smp.DiskBytes), settled, mb(smp.RSSBytes))
+			cluster := ""
+			if len(smp.Members) > 0 {
+				cluster = fmt.Sprintf(", %d leader changes, list via %s", smp.LeaderChanges, smp.ListVia)
+			}
+			if smp.Killed != "" {
+				cluster += fmt.Sprintf(", %s killed at %.1f s, longest gap after it %.2f s", smp.Killed, smp.DisruptedAt.Seconds(), smp.GapAfterDisrupt.Seconds())
+			}
+			fmt.Fprintf(o.Progress, "pass %d/%d: %s: creates %.0f/s, updates %.0f/s, p99 %.0f ms, %d stalled s, longest gap %.2f s, CPU %.1f s, disk %.0f MB%s, RSS %.0f MB%s\n",
+				pass+1, o.Passes, smp.Name, smp.CreatesPerSec, smp.UpdatesPerSec, ms(smp.PutP99), smp.StalledSeconds, smp.LongestGap.Seconds(), smp.CPUSeconds, mb(smp.DiskBytes), settled, mb(smp.RSSBytes), cluster)
 		}
 	}
 	return res, nil
 }
 
 func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err error) {
-	s, err := StartServer(ctx, k, o.Programs, o.Dir, StartOptions{QuotaBytes: o.QuotaBytes, Pin: o.Pin})
+	c, err := StartCluster(ctx, k, max(1, o.Members), o.Programs, o.Dir, StartOptions{QuotaBytes: o.QuotaBytes, Pin: o.Pin})
 	if err != nil {
 		return smp, err
 	}
 	defer func() {
-		// A load that failed because the server died needs the server's
+		// A load that failed because a server died needs the server's
 		// log most: Stop's error carries it.
-		err = errors.Join(err, s.Stop())
+		err = errors.Join(err, c.Stop())
 	}()
-	smp = KubeSample{Kind: k, Name: s.Name}
+	smp = KubeSample{Kind: k, Name: c.Name}
+	clustered := len(c.Members) > 1
 	load := o.Load
-	load.Endpoint = s.Endpoint
+	load.Endpoints = c.Endpoints()
 	load.Progress = o.Progress
-	load.Sample = func(time.Duration) KubeGauge {
-		rss, _, _ := s.RSS()
-		return KubeGauge{RSSBytes: rss, DiskBytes: dirBytes(s.dir)}
+	if clustered {
+		f, _, err := c.Target(ctx, ViaFollower)
+		if err != nil {
+			return smp, err
+		}
+		load.ListEndpoint, smp.ListVia = f.Endpoint, f.Member
 	}
-	load.CPU = s.CPU
-	cpu0, err := s.CPU()
+	load.Sample = func(time.Duration) KubeGauge {
+		return KubeGauge{RSSBytes: c.rssBytes(), DiskBytes: c.diskBytes()}
+	}
+	load.CPU = c.CPU
+	if o.KillLeaderAt > 0 {
+		load.Retry = true
+		load.Disrupt = func(ctx context.Context, start time.Time) (time.Duration, error) {
+			select {
+			case <-ctx.Done():
+				return 0, nil
+			case <-time.After(time.Until(start.Add(o.KillLeaderAt))):
+			}
+			at := time.Since(start)
+			fmt.Fprintf(o.Progress, "  %3.0f s: killing the leader of %s\n", at.Seconds(), c.Name)
+			// Started, the restart outlives the load's end.
+			i, err := c.KillLeader(context.WithoutCancel(ctx))
+			smp.Killed = c.Members[i].Member
+			if smp.Killed == "" {
+				smp.Killed = c.Members[i].Name
+			}
+			return at, err
+		}
+	}
+	var changes0 []int
+	if clustered {
+		if changes0, err = c.LeaderChanges(ctx); err != nil {
+			return smp, err
+		}
+	}
+	cpu0, err := c.MemberCPU()
 	if err != nil {
 		return smp, err
 	}
@@ -911,26 +1167,47 @@ func runKubeOne(ctx context.Context, o KubeOptions, k Kind) (smp KubeSample, err
 	if err != nil {
 		return smp, err
 	}
-	cpu1, err := s.CPU()
+	cpu1, err := c.MemberCPU()
 	if err != nil {
 		return smp, err
 	}
-	smp.CPUSeconds = cpu1 - cpu0
-	smp.DiskBytes = dirBytes(s.dir)
-	if smp.RSSBytes, _, err = s.RSS(); err != nil {
-		return smp, err
+	leader := 0
+	if clustered {
+		changes1, err := c.LeaderChanges(ctx)
+		if err != nil {
+			return smp, err
+		}
+		smp.LeaderChanges = leaderChangesOver(changes0, changes1)
+		if leader, err = c.Leader(ctx); err != nil {
+			return smp, err
+		}
+	}
+	for i, s := range c.Members {
+		m := KubeMember{Name: s.Member, Leader: i == leader, CPUSeconds: cpu1[i] - cpu0[i], DiskBytes: dirBytes(s.dir)}
+		if m.RSSBytes, _, err = s.RSS(); err != nil {
+			return smp, err
+		}
+		smp.CPUSeconds += m.CPUSeconds
+		smp.DiskBytes += m.DiskBytes
+		smp.RSSBytes += m.RSSBytes
+		if clustered {
+			smp.Members = append(smp.Members, m)
+		}
 	}
 	if k == KindFloor {
 		// The transport floor keeps nothing to snapshot or restart on.
 		return smp, nil
 	}
-	smp.KubeAfter, err = measureAfter(ctx, s, o.Dir, o.Load.Pods, o.Settle)
+	smp.KubeAfter, err = measureAfter(ctx, c, o.Dir, o.Load.Pods, o.Settle)
 	return smp, err
 }
 
-// Tables are the load's table and the after-load table, one row per
-// server and pass in each.
+// Tables are the load's table, the p99 of each kind of request and the
+// after-load table, one row per server and pass in each; with Members > 1
+// a fourth, one row per member of each server and pass.
 func (r *KubeRun) Tables() []*report.Table {
+	clustered := r.Options.Members > 1
+	killed := r.Options.KillLeaderAt > 0
 	load := &report.Table{Columns: []report.Column{
 		{Name: "Server"},
 		{Name: "Creates", Unit: "/s", Format: "%.0f"},
@@ -938,8 +1215,16 @@ func (r *KubeRun) Tables() []*report.Table {
 		{Name: "Put p99", Unit: "ms", Format: "%.1f"},
 		{Name: "p99 compacting", Unit: "ms", Format: "%.1f"},
 		{Name: "Stalled", Unit: "s"},
+		{Name: "Longest gap", Unit: "s", Format: "%.2f"},
 		{Name: "CPU", Unit: "s", Format: "%.1f"},
 	}}
+	if clustered {
+		load.Columns = append(load.Columns, report.Column{Name: "Leader changes"})
+	}
+	if killed {
+		load.Columns = append(load.Columns, report.Column{Name: "Killed"}, report.Column{Name: "Killed at", Unit: "s", Format: "%.1f"},
+			report.Column{Name: "Longest gap after kill", Unit: "s", Format: "%.2f"}, report.Column{Name: "Retries"})
+	}
 	after := &report.Table{Columns: []report.Column{
 		{Name: "Server"},
 		{Name: "Disk", Unit: "MB", Format: "%.0f"},
@@ -951,20 +1236,45 @@ func (r *KubeRun) Tables() []*report.Table {
 		{Name: "Snapshot", Unit: "MB", Format: "%.0f"},
 		{Name: "Restart", Unit: "s", Format: "%.2f"},
 	}}
+	if clustered {
+		after.Columns = append(after.Columns, report.Column{Name: "List via"})
+	}
+	members := &report.Table{Columns: []report.Column{
+		{Name: "Server"},
+		{Name: "Pass"},
+		{Name: "Member"},
+		{Name: "Role"},
+		{Name: "CPU", Unit: "s", Format: "%.1f"},
+		{Name: "RSS", Unit: "MB", Format: "%.0f"},
+		{Name: "Disk", Unit: "MB", Format: "%.0f"},
+	}}
 	byKind := &report.Table{Columns: []report.Column{{Name: "Server"}}}
 	for _, kind := range requestKinds {
 		byKind.Columns = append(byKind.Columns, report.Column{Name: kind + " p99", Unit: "ms", Format: "%.1f"})
 	}
+	passes := map[Kind]int{}
 	for _, s := range r.Samples {
 		if s.KubeResult == nil {
 			continue
 		}
+		passes[s.Kind]++
 		row := []any{s.Name}
 		for _, kind := range requestKinds {
 			row = append(row, ms(s.P99ByKind[kind]))
 		}
 		byKind.Rows = append(byKind.Rows, row)
-		load.Rows = append(load.Rows, []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, s.CPUSeconds})
+		row = []any{s.Name, s.CreatesPerSec, s.UpdatesPerSec, ms(s.PutP99), ms(s.P99Compacting), s.StalledSeconds, s.LongestGap.Seconds(), s.CPUSeconds}
+		if clustered {
+			row = append(row, s.LeaderChanges)
+		}
+		if killed {
+			if s.Killed == "" { // the load ended first
+				row = append(row, nil, nil, nil, s.Retries)
+			} else {
+				row = append(row, s.Killed, s.DisruptedAt.Seconds(), s.GapAfterDisrupt.Seconds(), s.Retries)
+			}
+		}
+		load.Rows = append(load.Rows, row)
 		row = []any{s.Name, mb(s.DiskBytes), mb(s.SettledDiskBytes), mb(s.RSSBytes), s.ListSeconds, s.ListCPUSeconds, s.SnapshotSeconds, mb(s.SnapshotBytes), s.RestartSeconds}
 		if s.Kind == KindFloor {
 			// Nothing on disk, nothing to snapshot or restart: empty
@@ -974,20 +1284,51 @@ func (r *KubeRun) Tables() []*report.Table {
 		if r.Options.Settle <= 0 {
 			row[2] = nil // not measured
 		}
+		if clustered {
+			row = append(row, s.ListVia)
+		}
 		after.Rows = append(after.Rows, row)
+		for _, m := range s.Members {
+			role := "follower"
+			if m.Leader {
+				role = "leader"
+			}
+			if m.Name == s.Killed {
+				role += ", killed"
+			}
+			members.Rows = append(members.Rows, []any{s.Name, passes[s.Kind], m.Name, role, m.CPUSeconds, mb(m.RSSBytes), mb(m.DiskBytes)})
+		}
 	}
 	l := r.Options.Load
+	clients := fmt.Sprintf("%d clients over %d connections", l.Clients, l.Conns)
+	if clustered {
+		clients = fmt.Sprintf("%d members each, %d clients over %d connections, each connection to every member (round-robin, as the apiserver's client)", r.Options.Members, l.Clients, l.Conns)
+	}
 	load.Notes = []string{
-		fmt.Sprintf("%d pod creates then %d updates (txns as the apiserver sends them), %d clients over %d connections, an event on a 1 h lease every %d writes, a compaction every %s to the revision of the tick before; every write fsynced.", l.Pods, l.Updates, l.Clients, l.Conns, l.EventEvery, l.CompactEvery),
-		"Put p99 covers every pod write; 'p99 compacting' those completed within 10 s of a compaction request. Stalled: whole seconds with no completed pod write. CPU: the server's user+system time over the load.",
+		fmt.Sprintf("%d pod creates then %d updates (txns as the apiserver sends them), %s, an event on a 1 h lease every %d writes, a compaction every %s to the revision of the tick before; every write fsynced.", l.Pods, l.Updates, clients, l.EventEvery, l.CompactEvery),
+		"Put p99 covers every pod write; 'p99 compacting' those completed within 10 s of a compaction request. Stalled: whole seconds with no completed pod write; Longest gap: the longest time between two pod writes completed one after the other. CPU: the server's user+system time over the load.",
+	}
+	if clustered {
+		load.Notes = append(load.Notes, "On a cluster, CPU is every member's summed; Leader changes: the most any member counted over the load (etcd_server_leader_changes_seen_total).")
+	}
+	if killed {
+		load.Notes = append(load.Notes, fmt.Sprintf("At %s into the load the leader was killed (SIGKILL) and started again at once; writes that failed were tried again every 50 ms (Retries, the watch's reopenings included). Longest gap after kill: the longest time without a completed pod write from the kill to the load's end.", r.Options.KillLeaderAt))
 	}
 	after.Notes = []string{
 		"After the load: disk and RSS; Disk settled (with --settle): the disk after a compaction to the load's last revision and the wait; List: all pods in pages of 500, its time and the server's CPU time; Snapshot: the maintenance API's snapshot (etcdctl snapshot save) streamed to a file and fsynced, its time and size; Restart: from starting the stopped server to its first answered linearizable read.",
 	}
+	if clustered {
+		after.Notes = append(after.Notes, "On a cluster: disk, RSS and List CPU are every member's summed; the list goes through a follower (List via); the snapshot through the leader; Restart stops every member together and starts them again, to the first linearizable read at any of them.")
+	}
 	byKind.Notes = []string{
 		"The 99th percentile latency of each kind of request, one by one: a create txn (create_revision = 0), an update txn (mod_revision compare; a conflict's retry is another), a put of an event on its lease, a page of 500 of the final list.",
 	}
-	return []*report.Table{load, byKind, after}
+	ts := []*report.Table{load, byKind, after}
+	if clustered {
+		members.Notes = []string{"Each member's share: its CPU time over the load, its RSS and disk after the load and the list; Role: as the load ended."}
+		ts = append(ts, members)
+	}
+	return ts
 }
 
 // WriteTables writes Tables in format f, a blank line between them.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,7 +21,8 @@ type KubeAfter struct {
 	SnapshotSeconds float64
 	SnapshotBytes   int64
 	// RestartSeconds is the time from starting the stopped server again
-	// to its first answered linearizable read.
+	// (every member of a cluster, stopped together) to its first answered
+	// linearizable read.
 	RestartSeconds float64
 	// SettledDiskBytes is the disk after a compaction to the load's last
 	// revision and KubeOptions.Settle's wait: what compaction alone gives
@@ -30,29 +31,35 @@ type KubeAfter struct {
 	SettledDiskBytes int64
 }
 
-// measureAfter, if settle > 0, compacts s to its last revision, waits
-// settle and reads its disk; then it takes a snapshot of s into a file
-// under dir, and restarts s on its data, which must still hold pods pods.
-func measureAfter(ctx context.Context, s *Server, dir string, pods int, settle time.Duration) (KubeAfter, error) {
+// measureAfter, if settle > 0, compacts c to its last revision, waits
+// settle and reads its disk (every member's, summed); then it takes a
+// snapshot through c's leader into a file under dir, and restarts c (every
+// member, stopped together) on its data, which must still hold pods pods.
+func measureAfter(ctx context.Context, c *Cluster, dir string, pods int, settle time.Duration) (KubeAfter, error) {
 	var a KubeAfter
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
-	if err != nil {
-		return a, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, s.Endpoint, err)
-	}
-	defer c.Close()
-	if settle > 0 {
-		if a.SettledDiskBytes, err = settledDisk(ctx, s, c, settle); err != nil {
-			return a, err
-		}
-	}
-	a.SnapshotSeconds, a.SnapshotBytes, err = saveSnapshot(ctx, c, dir)
+	li, err := c.Leader(ctx)
 	if err != nil {
 		return a, err
 	}
-	took, n, err := restartServer(ctx, s, c)
+	leader := c.Members[li]
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{leader.Endpoint}, DialTimeout: 5 * time.Second, Logger: nopLogger})
+	if err != nil {
+		return a, fmt.Errorf("%w: connecting to %s: %w", ErrKubeLoad, leader.Endpoint, err)
+	}
+	defer cli.Close()
+	if settle > 0 {
+		if a.SettledDiskBytes, err = settledDisk(ctx, c.diskBytes, cli, settle); err != nil {
+			return a, err
+		}
+	}
+	a.SnapshotSeconds, a.SnapshotBytes, err = saveSnapshot(ctx, cli, dir)
+	if err != nil {
+		return a, err
+	}
+	took, n, err := restartServers(ctx, c.Members)
 	a.RestartSeconds = took.Seconds()
 	if err == nil && n != int64(pods) {
-		err = fmt.Errorf("%w: %s holds %d pods after a restart, want %d", ErrKubeLoad, s.Kind, n, pods)
+		err = fmt.Errorf("%w: %s holds %d pods after a restart, want %d", ErrKubeLoad, c.Name, n, pods)
 	}
 	return a, err
 }
@@ -65,8 +72,8 @@ const settleCompactTimeout = 15 * time.Minute
 
 // settledDisk compacts c's server to its current revision, as the
 // apiserver's next compaction would once the load is over, waits settle
-// and returns the bytes of s's directory.
-func settledDisk(ctx context.Context, s *Server, c *clientv3.Client, settle time.Duration) (int64, error) {
+// and returns what disk then reads.
+func settledDisk(ctx context.Context, disk func() int64, c *clientv3.Client, settle time.Duration) (int64, error) {
 	resp, err := c.Get(ctx, "compact_rev_key", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("%w: revision before the settling compaction: %w", ErrKubeLoad, err)
@@ -82,7 +89,7 @@ func settledDisk(ctx context.Context, s *Server, c *clientv3.Client, settle time
 		return 0, ctx.Err()
 	case <-time.After(settle):
 	}
-	return dirBytes(s.dir), nil
+	return disk(), nil
 }
 
 // snapshotTimeout bounds a snapshot: etcd streams its whole bbolt file,
@@ -146,51 +153,73 @@ func firstRead(ctx context.Context, endpoints []string) error {
 	return err
 }
 
-// restartServer stops s with SIGTERM, starts the same command on the same
-// data directory (under the same taskset, when pinned), and returns the
-// time from the start to the first linearizable read answered at c's
-// endpoints (firstRead), and the number of pods it then holds. It restarts a
-// Server in place, which StartServer has no call for, so it sets up the
-// process as StartServer does.
-func restartServer(ctx context.Context, s *Server, c *clientv3.Client) (time.Duration, int64, error) {
-	if !s.terminate() {
-		return 0, 0, fmt.Errorf("%w: %s did not stop within %s of SIGTERM", ErrKubeLoad, s.Kind, stopTimeout)
+// restartServers stops every server of ss with SIGTERM, together (the
+// members of a cluster), starts each again in place (Server.relaunch), and
+// returns the time from the start to the first linearizable read answered
+// at their endpoints (firstRead), and the number of pods they then hold.
+func restartServers(ctx context.Context, ss []*Server) (time.Duration, int64, error) {
+	stopped := make([]bool, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() { stopped[i] = s.terminate() })
 	}
-	log, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w: restarting %s: %w", ErrKubeLoad, s.Kind, err)
+	wg.Wait()
+	endpoints := make([]string, len(ss))
+	for i, s := range ss {
+		if !stopped[i] {
+			return 0, 0, fmt.Errorf("%w: %s did not stop within %s of SIGTERM", ErrKubeLoad, s.Kind, stopTimeout)
+		}
+		endpoints[i] = s.Endpoint
 	}
-	defer log.Close()
-	old := s.cmd
-	s.cmd = exec.Command(old.Path, old.Args[1:]...)
-	s.cmd.Env = old.Env
 	t0 := time.Now()
-	if err := s.launch(log); err != nil {
-		return 0, 0, fmt.Errorf("%w: restarting %s: %w", ErrKubeLoad, s.Kind, err)
+	for _, s := range ss {
+		if err := s.relaunch(); err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", ErrKubeLoad, err)
+		}
 	}
 	deadline := time.Now().Add(restartReadyTimeout)
 	for {
-		err := firstRead(ctx, c.Endpoints())
+		err := firstRead(ctx, endpoints)
 		if err == nil {
 			took := time.Since(t0)
-			count, err := countPods(ctx, s.Endpoint, countTimeout)
+			count, err := countPodsLinearizable(ctx, endpoints, countTimeout)
 			if err != nil {
-				return took, 0, fmt.Errorf("%w: counting the pods after a restart of %s: %w", ErrKubeLoad, s.Kind, err)
+				return took, 0, fmt.Errorf("%w: counting the pods after a restart of %s: %w", ErrKubeLoad, ss[0].Kind, err)
 			}
 			return took, count, nil
 		}
-		select {
-		case <-s.done:
-			return 0, 0, fmt.Errorf("%w: %s exited after a restart (%v); its log:\n%s", ErrKubeLoad, s.Kind, s.waitErr, s.LogTail())
-		case <-ctx.Done():
+		for _, s := range ss {
+			select {
+			case <-s.done:
+				return 0, 0, fmt.Errorf("%w: %s exited after a restart (%v); its log:\n%s", ErrKubeLoad, s.Kind, s.waitErr, s.LogTail())
+			default:
+			}
+		}
+		if ctx.Err() != nil {
 			return 0, 0, ctx.Err()
-		default:
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("%w: %s answered no read within %s of a restart (last: %w)", ErrKubeLoad, s.Kind, restartReadyTimeout, err)
+			return 0, 0, fmt.Errorf("%w: %s answered no read within %s of a restart (last: %w)", ErrKubeLoad, ss[0].Kind, restartReadyTimeout, err)
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// countPodsLinearizable counts the pods through a client of endpoints,
+// linearizably, within the given time.
+func countPodsLinearizable(ctx context.Context, endpoints []string, within time.Duration) (int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: nopLogger})
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	rctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	resp, err := cli.Get(rctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Count, nil
 }

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"io"
 	"strconv"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -20,6 +21,7 @@ const (
 	kubePlotPuts      = "Pod writes per second"
 	kubePlotP99       = "Put p99 in each second (ms)"
 	kubePlotCompacted = "compaction requested"
+	kubePlotKilled    = "leader killed"
 	kubePlotTime      = "Seconds from the start of the load"
 )
 
@@ -34,8 +36,9 @@ var kubeColours = map[Kind]color.RGBA{
 // Plot draws each sample's time line as SVG on w: pod writes per second
 // above, the put p99 of each second below, one line per server and pass,
 // and a mark on the writes line at each second in which the load asked
-// for a compaction. A stall, or a compaction that slows the writes, shows
-// as a dip the table's totals average away.
+// for a compaction (and a cross at a leader's kill). A stall, or a
+// compaction that slows the writes, shows as a dip the table's totals
+// average away.
 func (r *KubeRun) Plot(w io.Writer) error {
 	if len(r.Samples) == 0 {
 		return errors.New("bench: kube plot: no samples")
@@ -51,7 +54,7 @@ func (r *KubeRun) Plot(w io.Writer) error {
 		p.Add(plotter.NewGrid())
 	}
 	passes := map[Kind]int{}
-	markShown := false
+	markShown, killShown := false, false
 	for _, smp := range r.Samples {
 		if smp.KubeResult == nil {
 			continue
@@ -73,6 +76,19 @@ func (r *KubeRun) Plot(w io.Writer) error {
 			lat = append(lat, plotter.XY{X: x, Y: ms(s.P99)})
 			if s.CompactRequested {
 				marks = append(marks, plotter.XY{X: x, Y: float64(s.Puts)})
+			}
+		}
+		if at := smp.DisruptedAt; at > 0 && int(at/time.Second) < len(smp.Seconds) {
+			s := smp.Seconds[int(at/time.Second)]
+			cross, err := plotter.NewScatter(plotter.XYs{{X: float64(s.At), Y: float64(s.Puts)}})
+			if err != nil {
+				return fmt.Errorf("bench: kube plot: %w", err)
+			}
+			cross.GlyphStyle = draw.GlyphStyle{Color: style.Color, Radius: vg.Points(5), Shape: draw.CrossGlyph{}}
+			puts.Add(cross)
+			if !killShown {
+				puts.Legend.Add(kubePlotKilled, cross)
+				killShown = true
 			}
 		}
 		if len(rate) == 0 {

@@ -44,7 +44,7 @@ func TestKubeLoad(t *testing.T) {
 		}
 	}()
 	res, err := bench.KubeLoad{
-		Endpoint: s.Endpoint, Pods: pods, Updates: pods, Clients: 16, Conns: 2,
+		Endpoints: []string{s.Endpoint}, Pods: pods, Updates: pods, Clients: 16, Conns: 2,
 		// The first compaction comes at the second tick; 50 ms ticks put
 		// it far inside even a fast machine's load of 2,000 fsynced writes.
 		EventEvery: 10, CompactEvery: 50 * time.Millisecond, Seed: 7, Timeout: 10 * time.Minute,

@@ -201,7 +201,7 @@ func runMemberOne(ctx context.Context, o MemberOptions, k Kind) (smp MemberSampl
 	}
 	leader := c.Members[li]
 	load := o.Load
-	load.Endpoint, load.Progress = leader.Endpoint, o.Progress
+	load.Endpoints, load.Progress = []string{leader.Endpoint}, o.Progress
 	t0 := time.Now()
 	if smp.LogicalBytes, _, smp.RetriedCreates, err = load.Fill(ctx); err != nil {
 		return smp, err

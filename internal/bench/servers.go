@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -97,6 +98,13 @@ type Server struct {
 	logPath string
 	done    chan struct{}
 	waitErr error
+
+	// mu guards pid and priorCPU, which a kill and restart during a load
+	// (Cluster.KillLeader) change while the load's sampler reads them.
+	mu  sync.Mutex
+	pid int
+	// priorCPU is the CPU time of the server's processes before a kill.
+	priorCPU float64
 }
 
 // StartOptions are the per-start settings of StartServer.
@@ -300,6 +308,9 @@ func (s *Server) launch(log *os.File) error {
 		close(s.done)
 		return err
 	}
+	s.mu.Lock()
+	s.pid = s.cmd.Process.Pid
+	s.mu.Unlock()
 	go func(cmd *exec.Cmd, done chan struct{}) {
 		s.waitErr = cmd.Wait()
 		close(done)
@@ -384,10 +395,21 @@ func getJSON(ctx context.Context, client *http.Client, url string, into any) err
 }
 
 // PID is the server's process id.
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}
 
-// CPU is the CPU time in seconds the server has used so far.
-func (s *Server) CPU() (float64, error) { return procfs.CPU(s.PID()) }
+// CPU is the CPU time in seconds the server has used so far, that of the
+// processes a kill ended included.
+func (s *Server) CPU() (float64, error) {
+	s.mu.Lock()
+	pid, prior := s.pid, s.priorCPU
+	s.mu.Unlock()
+	cpu, err := procfs.CPU(pid)
+	return prior + cpu, err
+}
 
 // RSS is the server's resident set size in bytes, and its anonymous part
 // (see procfs.RSS).
@@ -424,6 +446,36 @@ func (s *Server) terminate() bool {
 		<-s.done
 		return false
 	}
+}
+
+// kill ends the server with SIGKILL, as a crash would, and waits for its
+// exit; the CPU time its process used until then stays in CPU.
+func (s *Server) kill() {
+	if cpu, err := procfs.CPU(s.PID()); err == nil {
+		s.mu.Lock()
+		s.priorCPU += cpu
+		s.mu.Unlock()
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// relaunch starts the stopped server's command again on its data
+// directory (under the same taskset, when pinned), appending to its log,
+// and returns without waiting for it to answer.
+func (s *Server) relaunch() error {
+	log, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("bench: restarting %s: %w", s.Kind, err)
+	}
+	defer log.Close()
+	old := s.cmd
+	s.cmd = exec.Command(old.Path, old.Args[1:]...)
+	s.cmd.Env = old.Env
+	if err := s.launch(log); err != nil {
+		return fmt.Errorf("bench: restarting %s: %w", s.Kind, err)
+	}
+	return nil
 }
 
 // LogTail returns the last lines of the server's output.
