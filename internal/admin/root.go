@@ -32,7 +32,7 @@ extension) or --db DIR alone: the configuration the database recorded in
 DIR/OPTIONS-rocksdb at its last open (db_paths, wal_dir, codecs, ...), or the
 default one with db_path = DIR for a new database. With both, --db overrides
 the file's db_path. Only put and load create a database; the other commands
-need db_path to exist. get, scan and stats open the database read-only:
+need db_path to exist. get, scan, stats and check open the database read-only:
 nothing on disk changes, not even the OPTIONS file.`,
 		Example: `  strata --db /var/lib/strata put user:1 '{"name":"Ada"}'
   strata --config strata.toml scan --prefix user: --limit 10
@@ -52,6 +52,7 @@ nothing on disk changes, not even the OPTIONS file.`,
 		newRestoreCommand(g),
 		newExportEtcdCommand(g),
 		newStatsCommand(g),
+		newCheckCommand(g),
 		newOptionsCommand(g),
 		newServeCommand(g),
 		newBenchCommand(),
