@@ -84,6 +84,9 @@ func allChanged() *Config {
 			AuthToken:    "jwt,pub-key=/etc/strata/jwt.pub,priv-key=/etc/strata/jwt.key,sign-method=RS256,ttl=10m",
 			AuthTokenTTL: 600,
 			BcryptCost:   12,
+
+			QuotaBackendBytes: 8 << 30,
+			MinFreeDiskBytes:  1 << 30,
 		},
 		Cluster: ClusterConfig{
 			Name:       "s2",

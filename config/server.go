@@ -114,6 +114,47 @@ type ServerConfig struct {
 	// users (etcd's --bcrypt-cost); each Authenticate pays it once.
 	// 4..31. The default value is 10.
 	BcryptCost int64 `toml:"bcrypt_cost" yaml:"bcrypt_cost" json:"bcrypt_cost"`
+
+	// QuotaBackendBytes is etcd's --quota-backend-bytes: the database size
+	// (Maintenance.Status's dbSize, etcd_mvcc_db_total_size_in_bytes) at
+	// which the member raises etcd's NOSPACE alarm. A put, a txn that
+	// writes or a lease grant that would take the database to the quota is
+	// refused with etcd's "etcdserver: mvcc: database space exceeded"
+	// (ResourceExhausted), and the alarm, applied through the log on every
+	// member, refuses them all until `etcdctl alarm disarm`; reads,
+	// deletes, compaction, defragmentation, snapshots and lease revokes go
+	// on (see docs/server.md). 0 means the default, as etcd's 0 does; a
+	// negative value turns the quota off. Strata stores a workload in
+	// about a tenth of etcd's bytes (0.12x for Kubernetes objects), so
+	// etcd's 2 GiB of data is about 250 MB here: the default is twice
+	// that, the room for what an LSM's size moves by (live WAL, a
+	// compaction's outputs before its inputs go, blob garbage awaiting a
+	// rewrite). The default value is 536870912 (512 MiB).
+	QuotaBackendBytes int64 `toml:"quota_backend_bytes" yaml:"quota_backend_bytes" json:"quota_backend_bytes"`
+	// MinFreeDiskBytes is the free space, in bytes, below which the
+	// member raises the NOSPACE alarm, as for quota_backend_bytes, on any
+	// file system that holds db_path, wal_dir or (in a cluster) the raft
+	// log: the room the engine needs to finish its flushes, compactions
+	// and blob files and the raft log its segments, whatever the quota.
+	// The space counted is what an unprivileged process may use (statfs's
+	// f_bavail). 0 turns the floor off. 0..4611686018427387904. The
+	// default value is 268435456 (256 MiB).
+	MinFreeDiskBytes int64 `toml:"min_free_disk_bytes" yaml:"min_free_disk_bytes" json:"min_free_disk_bytes"`
+}
+
+// DefaultQuotaBackendBytes is quota_backend_bytes' default, what 0 means.
+const DefaultQuotaBackendBytes = 512 << 20
+
+// QuotaBytes resolves quota_backend_bytes: the quota in bytes, the
+// default for 0, or -1 when the quota is off.
+func (s ServerConfig) QuotaBytes() int64 {
+	switch {
+	case s.QuotaBackendBytes < 0:
+		return -1
+	case s.QuotaBackendBytes == 0:
+		return DefaultQuotaBackendBytes
+	}
+	return s.QuotaBackendBytes
 }
 
 // AutoGoMemoryLimitSlackMB shapes the automatic Go memory limit
@@ -148,6 +189,9 @@ func defaultServer() ServerConfig {
 		AuthToken:    "simple",
 		AuthTokenTTL: 300,
 		BcryptCost:   10,
+
+		QuotaBackendBytes: DefaultQuotaBackendBytes,
+		MinFreeDiskBytes:  256 << 20,
 	}
 }
 
@@ -276,6 +320,7 @@ func (s *ServerConfig) validate(v *validator) {
 	}
 	v.between("server.auth_token_ttl", s.AuthTokenTTL, 1, 1<<31-1)
 	v.between("server.bcrypt_cost", s.BcryptCost, 4, 31)
+	v.between("server.min_free_disk_bytes", s.MinFreeDiskBytes, 0, 1<<62)
 }
 
 // checkAuthToken checks the form of etcd's --auth-token: the token kind,

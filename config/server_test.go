@@ -53,6 +53,7 @@ func TestServerSectionErrors(t *testing.T) {
 		{"[server]\nauth_token = \"jwt,ttl\"\n", "server.auth_token = \"jwt,ttl\": option \"ttl\": must be key=value"},
 		{"[server]\nauth_token_ttl = 0\n", "server.auth_token_ttl = 0: must be from 1 to 2147483647"},
 		{"[server]\nbcrypt_cost = 3\n", "server.bcrypt_cost = 3: must be from 4 to 31"},
+		{"[server]\nmin_free_disk_bytes = -1\n", "server.min_free_disk_bytes = -1: must be from 0 to 4611686018427387904"},
 	} {
 		_, err := Parse([]byte(tt.file), "toml")
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -74,5 +75,20 @@ func TestApplyMemoryBudget(t *testing.T) {
 	c.Server.MemoryBudgetMB = 0
 	if c.ApplyMemoryBudget() || c.MemtableSizeMB != Default().MemtableSizeMB {
 		t.Error("budget 0 changed the engine keys")
+	}
+}
+
+func TestQuotaBytes(t *testing.T) {
+	for _, tt := range []struct{ set, want int64 }{
+		{0, DefaultQuotaBackendBytes}, {-1, -1}, {-5, -1}, {1, 1}, {8 << 30, 8 << 30},
+	} {
+		s := defaultServer()
+		s.QuotaBackendBytes = tt.set
+		if got := s.QuotaBytes(); got != tt.want {
+			t.Errorf("quota_backend_bytes = %d: QuotaBytes() = %d, want %d", tt.set, got, tt.want)
+		}
+	}
+	if got := defaultServer().QuotaBytes(); got != DefaultQuotaBackendBytes {
+		t.Errorf("default QuotaBytes() = %d", got)
 	}
 }

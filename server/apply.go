@@ -30,6 +30,13 @@ type applier struct {
 	// with the user its proposer recorded.
 	auth      *auth.Store
 	leaseKeys auth.LeaseKeys
+	// alarms are the members' alarms, applied from the log like the
+	// rest; a NOSPACE alarm caps the writes (capped).
+	alarms *alarmStore
+	// written, if set, is told after each batch committed: the space
+	// guard samples the disk as the log is applied (spaceGuard.kick).
+	// Set before the Node starts.
+	written func()
 	// proposed are the requests this member's proposers wait on.
 	proposed proposedRequests
 }
@@ -114,14 +121,14 @@ type applyBatch struct {
 }
 
 // appliesAlone is the rule for what may share a batch: a compaction, a
-// lease grant or revocation and an auth command each apply by themselves,
+// lease grant or revocation, an alarm and an auth command each apply by themselves,
 // after the commands before them committed. The store applies
 // compactions and lease changes outside any batch (they change what
 // every later write and read of the batch would see: the compacted
-// revision, the lease set), and auth commands write through auth's own
-// backend, recording their index themselves.
+// revision, the lease set), and alarm and auth commands write the aux
+// key space by themselves, recording their index.
 func appliesAlone(r *pb.InternalRaftRequest) bool {
-	return r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil || auth.IsCommand(r)
+	return r.Compaction != nil || r.LeaseGrant != nil || r.LeaseRevoke != nil || r.Alarm != nil || auth.IsCommand(r)
 }
 
 // Stage applies one command (cluster.Batch).
@@ -172,6 +179,9 @@ func (ab *applyBatch) Commit() error {
 	if ab.last != 0 {
 		ab.a.auth.Applied(ab.last)
 	}
+	if ab.a.written != nil {
+		ab.a.written()
+	}
 	return nil
 }
 
@@ -204,6 +214,17 @@ func (a *applier) apply(b *mvcc.Batch, index uint64, r *pb.InternalRaftRequest) 
 			return nil, err
 		}
 		return resp, cmdErr
+	}
+	if r.Alarm != nil {
+		return a.alarms.apply(index, r.Alarm)
+	}
+	if a.alarms.noSpace.Load() && capped(r) {
+		// etcd's capped applier, before its auth applier: refused on
+		// every member alike while a NOSPACE alarm is raised.
+		if err := b.Skip(index); err != nil {
+			return nil, err
+		}
+		return nil, errNoSpace
 	}
 	if err := a.auth.CheckCommand(r, a.leaseKeys); err != nil {
 		// Refused on every member alike: the entry is applied.
@@ -392,6 +413,9 @@ func (a *applier) restored(index uint64) error {
 		return fmt.Errorf("server: restored snapshot is at applied index %d, the leader said %d", got, index)
 	}
 	if err := a.auth.Reload(); err != nil {
+		return err
+	}
+	if err := a.alarms.reload(); err != nil {
 		return err
 	}
 	a.auth.Applied(index)

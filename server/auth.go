@@ -38,13 +38,18 @@ func openAuth(cfg *config.Config, store *mvcc.Store) (*auth.Store, error) {
 }
 
 // newApplier returns the state machine over store, with the auth state
-// the store keeps.
+// and the alarms the store keeps.
 func newApplier(cfg *config.Config, store *mvcc.Store) (*applier, error) {
 	as, err := openAuth(cfg, store)
 	if err != nil {
 		return nil, err
 	}
-	return &applier{store: store, auth: as, leaseKeys: storeLeaseKeys(store)}, nil
+	alarms, err := newAlarmStore(store, nil)
+	if err != nil {
+		_ = as.Close()
+		return nil, err
+	}
+	return &applier{store: store, auth: as, alarms: alarms, leaseKeys: storeLeaseKeys(store)}, nil
 }
 
 // storeLeaseKeys is the store's view of a lease's keys for the auth

@@ -1,7 +1,8 @@
 // Package server serves a Strata store over etcd's client APIs: the v3
 // gRPC API (KV, Watch, Lease, Maintenance, Cluster, with etcd's own
 // generated stubs) and the v2 keys API for single keys, both on one port,
-// with /metrics, /health and /version. `strata serve` runs it.
+// with /metrics, /health, /livez, /readyz and /version. `strata serve`
+// runs it.
 //
 //	cfg, _ := config.LoadServe("strata.toml") // engine keys + [server]
 //	s, err := server.Start(cfg, server.Options{})

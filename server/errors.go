@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -24,6 +25,10 @@ var (
 	errInvalid = errors.New("server: invalid request")
 	// errValueTooLarge is a value over server.max_value_bytes.
 	errValueTooLarge = errors.New("server: value is too large")
+	// errNoSpace is a write refused for space: over quota_backend_bytes
+	// or min_free_disk_bytes, or while a NOSPACE alarm is raised (etcd's
+	// ErrNoSpace, "etcdserver: mvcc: database space exceeded").
+	errNoSpace = errors.New("server: database space exceeded")
 )
 
 // unsupported returns an errUnsupported naming what is not supported.
@@ -75,6 +80,10 @@ var errorTable = []errorRow{
 	{err: mvcc.ErrLeaseProvided, grpc: rpctypes.ErrGRPCLeaseProvided},
 	{err: errTooManyOps, grpc: rpctypes.ErrGRPCTooManyOps},
 	{err: errInvalidSort, grpc: rpctypes.ErrGRPCInvalidSortOption},
+	{err: errNoSpace, grpc: rpctypes.ErrGRPCNoSpace},
+	// The engine's disk guard refused the write: the disk is full below
+	// the free-space floor (see engine.ErrNoSpace).
+	{err: engine.ErrNoSpace, grpc: rpctypes.ErrGRPCNoSpace},
 	{err: mvcc.ErrKeyTooLarge, code: codes.InvalidArgument},
 	{err: mvcc.ErrValueTooLarge, code: codes.InvalidArgument},
 	{err: errValueTooLarge, code: codes.InvalidArgument},

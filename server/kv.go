@@ -37,6 +37,9 @@ type raftKV interface {
 	readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error)
 	// checkValue enforces server.max_value_bytes.
 	checkValue(v []byte) error
+	// checkSpace refuses a write of cost bytes that does not fit the
+	// quota or the free-space floor (spaceGuard.check).
+	checkSpace(cost int64) error
 	// leaseKeys returns the keys of a lease, for the auth checks.
 	leaseKeys(id int64) [][]byte
 	// waitCompaction waits for the local store's compaction deletions,
@@ -105,6 +108,10 @@ func (s *Server) readRange(r *pb.RangeRequest, key, end []byte, opts mvcc.RangeO
 }
 
 func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	// etcd's quotaKVServer checks before anything else.
+	if err := k.kv.checkSpace(putCost(r)); err != nil {
+		return nil, toGRPC(err)
+	}
 	if err := k.kv.checkValue(r.Value); err != nil {
 		return nil, toGRPC(err)
 	}
@@ -128,6 +135,9 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 }
 
 func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := k.kv.checkSpace(txnCost(r)); err != nil {
+		return nil, toGRPC(err)
+	}
 	if err := checkTxnSize(r, maxTxnOps); err != nil {
 		return nil, toGRPC(err)
 	}

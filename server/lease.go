@@ -232,9 +232,15 @@ type leaseRaft interface {
 	proposer
 	// leaseKeys returns the keys of a lease, for the auth checks.
 	leaseKeys(id int64) [][]byte
+	// checkSpace refuses a grant when space is short, as etcd's
+	// quotaLeaseServer (spaceGuard.check).
+	checkSpace(cost int64) error
 }
 
 func (ls *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if err := ls.raft.checkSpace(leaseOverhead); err != nil {
+		return nil, toGRPC(err)
+	}
 	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: max(r.TTL, minLeaseTTL)}
 	if req.ID == 0 {
 		// As etcd, the ID is chosen before proposing, so every member

@@ -71,7 +71,8 @@ func (s *Server) serve() error {
 		progressEvery:   time.Duration(s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond,
 		maxRequestBytes: int(s.cfg.Server.MaxRequestBytes)})
 	pb.RegisterLeaseServer(s.grpc, &leaseServer{raft: s, auth: s.auth, hdr: s.header(), lessor: s.lease, store: s.store, ids: &s.leaseIDs, streams: s.streams})
-	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{node: s.node, db: s.db, store: s.store, auth: s.auth, hdr: s.header()})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{node: s.node, db: s.db, store: s.store, auth: s.auth, hdr: s.header(),
+		raft: s, alarms: s.apply.alarms, quota: quotaGauge(s.cfg)})
 	pb.RegisterClusterServer(s.grpc, &clusterServer{node: s.node, hdr: s.header()})
 	pb.RegisterAuthServer(s.grpc, &authServer{raft: s, auth: s.auth, hdr: s.header()})
 	// gRPC's standard health service, as etcd registers it (v3rpc's

@@ -22,8 +22,8 @@ import (
 // codes.Unimplemented.
 //
 // It holds only what it uses: the member's node (status, leadership), its
-// engine and store (sizes, defragmentation, backups, hashes), auth and
-// the header.
+// engine and store (sizes, defragmentation, backups, hashes), auth, the
+// header, and the apply path and alarm set for Alarm.
 type maintenanceServer struct {
 	pb.UnimplementedMaintenanceServer
 	node  cluster.Node
@@ -31,10 +31,16 @@ type maintenanceServer struct {
 	store *mvcc.Store
 	auth  *auth.Store
 	hdr   memberHeader
+	// raft proposes alarm changes; alarms are the applied ones.
+	raft   proposer
+	alarms *alarmStore
+	// quota is quota_backend_bytes as etcd reports it (DbSizeQuota).
+	quota int64
 }
 
 // Status reports the member: etcd API version, database size on disk and
-// in use (dbSizes), leader, raft index and term. etcdctl shows "is leader" when leader
+// in use (dbSizes) and its quota, leader, raft index and term, and (as
+// etcd's errors) no leader and the alarms raised. etcdctl shows "is leader" when leader
 // equals the header's member_id.
 func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
 	if err := m.auth.RequireUser(ctx); err != nil {
@@ -42,7 +48,7 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 	}
 	st := m.node.Status()
 	size, inUse := dbSizes(m.db)
-	return &pb.StatusResponse{
+	resp := &pb.StatusResponse{
 		Header:           m.hdr.fill(nil),
 		Version:          version.Version,
 		DbSize:           size,
@@ -52,7 +58,16 @@ func (m *maintenanceServer) Status(ctx context.Context, r *pb.StatusRequest) (*p
 		RaftTerm:         st.Term,
 		RaftAppliedIndex: st.AppliedIndex,
 		StorageVersion:   version.Cluster(version.Version),
-	}, nil
+		DbSizeQuota:      m.quota,
+	}
+	// As etcd's: no leader and every alarm raised are the member's errors.
+	if st.Leader == 0 {
+		resp.Errors = append(resp.Errors, "etcdserver: no leader")
+	}
+	for _, a := range m.alarms.get(pb.AlarmType_NONE) {
+		resp.Errors = append(resp.Errors, a.String())
+	}
+	return resp, nil
 }
 
 // dbSizes returns the database's size on disk (tables, live WAL files
@@ -169,8 +184,13 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 	return &pb.MoveLeaderResponse{Header: m.hdr.fill(nil)}, nil
 }
 
-// Alarm answers that no alarm is raised: Strata raises none (no space
-// quota, no corruption check). Activating or deactivating one is a no-op.
+// Alarm lists, raises or clears alarms (`etcdctl alarm list`, `alarm
+// disarm`), as etcd's: ACTIVATE and DEACTIVATE go through the log, so
+// every member applies them (alarmStore.apply); GET lists the member's
+// alarms once it applied everything committed before the call (etcd
+// proposes the GET; a read barrier orders it the same way without a log
+// entry). A disarmed NOSPACE alarm whose cause remains is raised again
+// by the next write (spaceGuard).
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	check := m.auth.RequireAdmin
 	if r.Action == pb.AlarmRequest_GET {
@@ -179,7 +199,19 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 	if err := check(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.AlarmResponse{Header: m.hdr.fill(nil)}, nil
+	if r.Action == pb.AlarmRequest_GET {
+		if err := awaitReadable(ctx, m.node); err != nil {
+			return nil, toGRPC(err)
+		}
+		return &pb.AlarmResponse{Header: m.hdr.fill(nil), Alarms: m.alarms.get(r.Alarm)}, nil
+	}
+	resp, err := m.raft.propose(ctx, &pb.InternalRaftRequest{Alarm: r})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	out := resp.(*pb.AlarmResponse)
+	m.hdr.fill(out.Header)
+	return out, nil
 }
 
 // clusterServer is etcd's Cluster service over the Node's membership: it

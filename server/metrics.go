@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -42,6 +40,8 @@ type metrics struct {
 	grpcStream grpc.StreamServerInterceptor
 	// clientBytes counts the gRPC messages' bytes.
 	clientBytes clientBytes
+	// healthMetrics count /health and the probes' checks (probes.go).
+	healthMetrics
 }
 
 func newMetrics(s *Server) *metrics {
@@ -67,6 +67,8 @@ func newMetrics(s *Server) *metrics {
 		},
 	}
 	m.grpcUnary, m.grpcStream = m.grpc.UnaryServerInterceptor(), m.grpc.StreamServerInterceptor()
+	m.healthMetrics = newHealthMetrics()
+	m.registry.MustRegister(m.healthMetrics.collectors()...)
 	m.proposalsPending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "etcd", Subsystem: "server", Name: "proposals_pending",
 		Help: "The number of writes proposed and not yet applied (etcd's name)."})
 	m.proposalsFailed = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "etcd", Subsystem: "server", Name: "proposals_failed_total",
@@ -144,7 +146,7 @@ var (
 	dbInUseDesc = prometheus.NewDesc("etcd_mvcc_db_total_size_in_use_in_bytes",
 		"The database's size in use: live tables and WAL.", nil, nil)
 	quotaDesc = prometheus.NewDesc("etcd_server_quota_backend_bytes",
-		"The size the database can reach before writes fail: its size plus the space free on db_path's file system (Strata sets no quota of its own).", nil, nil)
+		"Current backend storage quota size in bytes (quota_backend_bytes).", nil, nil)
 )
 
 func (c dbSizeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -157,12 +159,7 @@ func (c dbSizeCollector) Collect(ch chan<- prometheus.Metric) {
 	size, inUse := dbSizes(c.s.db)
 	ch <- prometheus.MustNewConstMetric(dbSizeDesc, prometheus.GaugeValue, float64(size))
 	ch <- prometheus.MustNewConstMetric(dbInUseDesc, prometheus.GaugeValue, float64(inUse))
-	du, err := vfs.Default.GetDiskUsage(c.s.cfg.DBPath)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(quotaDesc, fmt.Errorf("db_path = %q: free space: %w", c.s.cfg.DBPath, err))
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, float64(size)+float64(du.AvailBytes))
+	ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, float64(quotaGauge(c.s.cfg)))
 }
 
 // nanosHistogram exports a histogram the engine keeps in nanoseconds

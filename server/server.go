@@ -90,6 +90,14 @@ type Server struct {
 	// clusterHex is the cluster ID of the v2 API's headers, formatted
 	// once (clusterIDHex).
 	clusterHex atomic.Pointer[idHex]
+	// space is the quota and free-space guard (quota.go); spaceCause
+	// the reason it last raised this member's NOSPACE alarm, and selfID
+	// this member's ID in the Node (for the alarm's log line).
+	space      *spaceGuard
+	spaceCause atomic.Pointer[string]
+	selfID     atomic.Uint64
+	// spaceDone is closed when the guard's goroutine returned.
+	spaceDone chan struct{}
 }
 
 // Start opens the store that cfg describes, starts listening on
@@ -139,6 +147,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		return fail(err)
 	}
 	s.auth = s.apply.auth
+	s.apply.alarms.log, s.apply.alarms.cause = opts.Logger, s.alarmCause
+	s.space = newSpaceGuard(cfg, func() int64 { size, _ := dbSizes(s.db); return size })
+	s.space.sample()
+	s.apply.written = s.space.kick
 	if s.ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
 	}
@@ -162,6 +174,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if s.node, err = newNode(s.apply, s.ids); err != nil {
 		return fail(err)
 	}
+	s.selfID.Store(s.node.Status().MemberID)
 	// etcd's idutil: the member ID's low 16 bits, the start time in ms,
 	// then a counter, so IDs stay unique across restarts.
 	s.leaseIDs.Store(s.ids.MemberID&0xffff<<48 | uint64(time.Now().UnixMilli())&(1<<40-1)<<8)
@@ -170,6 +183,11 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	s.lease = newLessor(s)
 	s.caughtUp.done = make(chan struct{})
 	go s.awaitCaughtUp()
+	s.spaceDone = make(chan struct{})
+	go func() {
+		defer close(s.spaceDone)
+		s.space.run(s.streams, s.raiseNoSpace)
+	}()
 	if err := s.serve(); err != nil {
 		s.cancelStreams()
 		return fail(err)
@@ -209,6 +227,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.lease.stop()
 		s.shutdownListeners()
+		<-s.spaceDone // it stops with the streams
 		var errs []error
 		if err := s.node.Stop(); err != nil && !errors.Is(err, cluster.ErrStopped) {
 			errs = append(errs, err)

@@ -201,6 +201,10 @@ func (s *Server) v2Put(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	bkey := []byte(key)
 	cmd := newPutCommand(bkey, []byte(value))
+	if err := s.checkSpace(putCost(&cmd.put)); err != nil {
+		s.v2FailErr(w, key, err)
+		return
+	}
 	txn := &cmd.txn
 	action := "set"
 	switch {

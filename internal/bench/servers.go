@@ -109,8 +109,9 @@ type Server struct {
 
 // StartOptions are the per-start settings of StartServer.
 type StartOptions struct {
-	// QuotaBytes raises etcd's backend quota (2 GiB by default) for the
-	// memory table's largest rows; 0 keeps the default.
+	// QuotaBytes raises etcd's backend quota (2 GiB by default) and
+	// Strata's (server.quota_backend_bytes, 512 MiB) for the loads that
+	// need more; 0 keeps the defaults.
 	QuotaBytes int64
 	// Pin runs the server on Pin.ServerCPUs; the zero Pinning leaves it
 	// unpinned.
@@ -185,7 +186,12 @@ func launchServer(kind Kind, p Programs, parent string, so StartOptions) (*Serve
 			return nil, s.fail(errors.New("no strata executable given"))
 		}
 		conf := filepath.Join(dir, "strata.toml")
-		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s\n%s", filepath.Join(dir, "db"), s.Endpoint, p.StrataTOML, strataClusterTOML(so, filepath.Join(dir, strataRaftDir)))
+		quota := ""
+		if so.QuotaBytes > 0 && !strings.Contains(p.StrataTOML, "quota_backend_bytes") {
+			// The same quota as etcd's: a load sized for one fits the other.
+			quota = fmt.Sprintf("server.quota_backend_bytes = %d\n", so.QuotaBytes)
+		}
+		text := fmt.Sprintf("db_path = %q\nserver.listen = %q\n%s%s\n%s", filepath.Join(dir, "db"), s.Endpoint, quota, p.StrataTOML, strataClusterTOML(so, filepath.Join(dir, strataRaftDir)))
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, s.fail(err)
 		}
