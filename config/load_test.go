@@ -87,6 +87,9 @@ func allChanged() *Config {
 
 			QuotaBackendBytes: 8 << 30,
 			MinFreeDiskBytes:  1 << 30,
+
+			AutoCompactionMode:      "revision",
+			AutoCompactionRetention: "1000",
 		},
 		Cluster: ClusterConfig{
 			Name:       "s2",

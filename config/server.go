@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ServerConfig is the [server] section: how `strata serve` listens and
@@ -140,6 +143,97 @@ type ServerConfig struct {
 	// f_bavail). 0 turns the floor off. 0..4611686018427387904. The
 	// default value is 268435456 (256 MiB).
 	MinFreeDiskBytes int64 `toml:"min_free_disk_bytes" yaml:"min_free_disk_bytes" json:"min_free_disk_bytes"`
+
+	// AutoCompactionMode is how auto_compaction_retention is read
+	// (etcd's --auto-compaction-mode): "periodic" keeps the history of
+	// the last retention (a duration) and compacts every retention, at
+	// most every hour; "revision" keeps the last retention revisions
+	// and compacts every 5 minutes. Only the leader compacts, through
+	// the log, as a client's Compact does (docs/server.md). The default
+	// value is "periodic".
+	AutoCompactionMode string `toml:"auto_compaction_mode" yaml:"auto_compaction_mode" json:"auto_compaction_mode"`
+	// AutoCompactionRetention is etcd's --auto-compaction-retention, read
+	// as etcd reads it: in periodic mode a duration ("1h", "30m", "2s")
+	// or a bare integer of hours ("1" is an hour); in revision mode a
+	// number of revisions ("1000"). "0" or "" turns auto-compaction off,
+	// and the history then grows until a client compacts. The default
+	// value is "0" (off, etcd's default).
+	AutoCompactionRetention string `toml:"auto_compaction_retention" yaml:"auto_compaction_retention" json:"auto_compaction_retention"`
+}
+
+// The auto_compaction_mode values (etcd's v3compactor.ModePeriodic and
+// ModeRevision).
+const (
+	AutoCompactionPeriodic = "periodic"
+	AutoCompactionRevision = "revision"
+)
+
+// MinAutoCompactionPeriod is the shortest periodic retention accepted:
+// the compactor samples the revision every tenth of it.
+const MinAutoCompactionPeriod = time.Second
+
+// AutoCompaction is auto_compaction_mode and auto_compaction_retention
+// resolved (ServerConfig.AutoCompaction): the one place both are parsed,
+// for validation and for the server.
+type AutoCompaction struct {
+	// Mode is AutoCompactionPeriodic or AutoCompactionRevision.
+	Mode string
+	// Period is the periodic mode's retention; Revisions the revision
+	// mode's. Both 0: auto-compaction is off.
+	Period    time.Duration
+	Revisions int64
+}
+
+// Enabled reports whether the leader compacts by itself.
+func (a AutoCompaction) Enabled() bool { return a.Period > 0 || a.Revisions > 0 }
+
+// AutoCompaction resolves the auto-compaction keys as etcd's
+// parseCompactionRetention does: a bare integer is hours in periodic
+// mode and revisions in revision mode; anything else is a Go duration,
+// periodic mode only (etcd would read "1h" in revision mode as 3.6e12
+// revisions; that is refused here). The error is a *FieldError.
+func (s ServerConfig) AutoCompaction() (AutoCompaction, error) {
+	a := AutoCompaction{Mode: s.AutoCompactionMode}
+	if a.Mode != AutoCompactionPeriodic && a.Mode != AutoCompactionRevision {
+		return AutoCompaction{}, &FieldError{Key: "server.auto_compaction_mode", Value: s.AutoCompactionMode,
+			Rule: "must be " + AutoCompactionPeriodic + " or " + AutoCompactionRevision}
+	}
+	r := strings.TrimSpace(s.AutoCompactionRetention)
+	bad := func(rule string) (AutoCompaction, error) {
+		return AutoCompaction{}, &FieldError{Key: "server.auto_compaction_retention", Value: s.AutoCompactionRetention, Rule: rule}
+	}
+	if r == "" {
+		return a, nil
+	}
+	if n, err := strconv.ParseInt(r, 10, 64); err == nil {
+		switch {
+		case n < 0:
+			return bad("must not be negative (0 turns auto-compaction off)")
+		case a.Mode == AutoCompactionRevision:
+			a.Revisions = n
+		case n > math.MaxInt64/int64(time.Hour):
+			return bad("too many hours")
+		default:
+			a.Period = time.Duration(n) * time.Hour
+		}
+		return a, nil
+	}
+	if a.Mode == AutoCompactionRevision {
+		return bad("must be a number of revisions in revision mode, e.g. \"1000\" (0 = off)")
+	}
+	d, err := time.ParseDuration(r)
+	switch {
+	case err != nil:
+		return bad("must be a duration (\"1h\", \"30m\") or a number of hours in periodic mode (0 = off)")
+	case d < 0:
+		return bad("must not be negative (0 turns auto-compaction off)")
+	case d > 0 && d < MinAutoCompactionPeriod:
+		// etcd accepts any duration, but samples the revision every
+		// tenth of it: 0 for under 10ns, a busy loop for microseconds.
+		return bad("must be at least " + MinAutoCompactionPeriod.String() + " (or 0 = off)")
+	}
+	a.Period = d
+	return a, nil
 }
 
 // DefaultQuotaBackendBytes is quota_backend_bytes' default, what 0 means.
@@ -192,6 +286,9 @@ func defaultServer() ServerConfig {
 
 		QuotaBackendBytes: DefaultQuotaBackendBytes,
 		MinFreeDiskBytes:  256 << 20,
+
+		AutoCompactionMode:      AutoCompactionPeriodic,
+		AutoCompactionRetention: "0",
 	}
 }
 
@@ -321,6 +418,12 @@ func (s *ServerConfig) validate(v *validator) {
 	v.between("server.auth_token_ttl", s.AuthTokenTTL, 1, 1<<31-1)
 	v.between("server.bcrypt_cost", s.BcryptCost, 4, 31)
 	v.between("server.min_free_disk_bytes", s.MinFreeDiskBytes, 0, 1<<62)
+	if _, err := s.AutoCompaction(); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			v.problems = append(v.problems, fe)
+		}
+	}
 }
 
 // checkAuthToken checks the form of etcd's --auth-token: the token kind,

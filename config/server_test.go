@@ -1,10 +1,12 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServerSectionLoads(t *testing.T) {
@@ -54,6 +56,9 @@ func TestServerSectionErrors(t *testing.T) {
 		{"[server]\nauth_token_ttl = 0\n", "server.auth_token_ttl = 0: must be from 1 to 2147483647"},
 		{"[server]\nbcrypt_cost = 3\n", "server.bcrypt_cost = 3: must be from 4 to 31"},
 		{"[server]\nmin_free_disk_bytes = -1\n", "server.min_free_disk_bytes = -1: must be from 0 to 4611686018427387904"},
+		{"[server]\nauto_compaction_mode = \"daily\"\n", "server.auto_compaction_mode = \"daily\": must be periodic or revision"},
+		{"[server]\nauto_compaction_retention = \"1 hour\"\n", "server.auto_compaction_retention = \"1 hour\": must be a duration"},
+		{"[server]\nauto_compaction_mode = \"revision\"\nauto_compaction_retention = \"1h\"\n", "server.auto_compaction_retention = \"1h\": must be a number of revisions in revision mode"},
 	} {
 		_, err := Parse([]byte(tt.file), "toml")
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -90,5 +95,53 @@ func TestQuotaBytes(t *testing.T) {
 	}
 	if got := defaultServer().QuotaBytes(); got != DefaultQuotaBackendBytes {
 		t.Errorf("default QuotaBytes() = %d", got)
+	}
+}
+
+func TestAutoCompaction(t *testing.T) {
+	for _, tt := range []struct {
+		mode, retention string
+		want            AutoCompaction
+		err             string // a substring of the error; "" = none
+	}{
+		{mode: "periodic", retention: "0", want: AutoCompaction{Mode: "periodic"}},
+		{mode: "periodic", retention: "", want: AutoCompaction{Mode: "periodic"}},
+		{mode: "revision", retention: "0", want: AutoCompaction{Mode: "revision"}},
+		// etcd's parseCompactionRetention: a bare integer is hours in
+		// periodic mode, revisions in revision mode.
+		{mode: "periodic", retention: "1", want: AutoCompaction{Mode: "periodic", Period: time.Hour}},
+		{mode: "periodic", retention: "72", want: AutoCompaction{Mode: "periodic", Period: 72 * time.Hour}},
+		{mode: "periodic", retention: "30m", want: AutoCompaction{Mode: "periodic", Period: 30 * time.Minute}},
+		{mode: "periodic", retention: "2s", want: AutoCompaction{Mode: "periodic", Period: 2 * time.Second}},
+		{mode: "periodic", retention: "0s", want: AutoCompaction{Mode: "periodic"}},
+		{mode: "revision", retention: "1000", want: AutoCompaction{Mode: "revision", Revisions: 1000}},
+		{mode: "periodic", retention: "500ms", err: `server.auto_compaction_retention = "500ms": must be at least 1s`},
+		{mode: "periodic", retention: "-1h", err: "must not be negative"},
+		{mode: "revision", retention: "-5", err: "must not be negative"},
+		{mode: "periodic", retention: "9999999999", err: "too many hours"},
+		{mode: "revision", retention: "5m", err: "must be a number of revisions"},
+		{mode: "periodic", retention: "soon", err: "must be a duration"},
+		{mode: "", retention: "1", err: `server.auto_compaction_mode = "": must be periodic or revision`},
+		{mode: "Periodic", retention: "1", err: "must be periodic or revision"},
+	} {
+		s := defaultServer()
+		s.AutoCompactionMode, s.AutoCompactionRetention = tt.mode, tt.retention
+		got, err := s.AutoCompaction()
+		if tt.err != "" {
+			var fe *FieldError
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &fe) {
+				t.Errorf("%s %q: %v, want a FieldError containing %q", tt.mode, tt.retention, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s %q: %+v, %v; want %+v", tt.mode, tt.retention, got, err, tt.want)
+		}
+		if got.Enabled() != (tt.want.Period > 0 || tt.want.Revisions > 0) {
+			t.Errorf("%s %q: Enabled() = %v", tt.mode, tt.retention, got.Enabled())
+		}
+	}
+	if a, err := defaultServer().AutoCompaction(); err != nil || a.Enabled() {
+		t.Errorf("default: %+v, %v; want off, as etcd's", a, err)
 	}
 }

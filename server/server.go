@@ -98,6 +98,9 @@ type Server struct {
 	selfID     atomic.Uint64
 	// spaceDone is closed when the guard's goroutine returned.
 	spaceDone chan struct{}
+	// compactor is server.auto_compaction_* (autocompact.go); nil when
+	// off.
+	compactor *autoCompactor
 }
 
 // Start opens the store that cfg describes, starts listening on
@@ -174,6 +177,11 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if s.node, err = newNode(s.apply, s.ids); err != nil {
 		return fail(err)
 	}
+	autoCompact, err := cfg.Server.AutoCompaction()
+	if err != nil {
+		return fail(err)
+	}
+	s.compactor = s.newAutoCompactor(autoCompact)
 	s.selfID.Store(s.node.Status().MemberID)
 	// etcd's idutil: the member ID's low 16 bits, the start time in ms,
 	// then a counter, so IDs stay unique across restarts.
@@ -193,6 +201,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		return fail(err)
 	}
 	s.lease.start()
+	if s.compactor != nil {
+		s.compactor.start()
+	}
 	return s, nil
 }
 
@@ -225,6 +236,7 @@ func (s *Server) Node() cluster.Node { return s.node }
 // Every write acknowledged before Close is durable (with sync = true).
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.compactor.stop()
 		s.lease.stop()
 		s.shutdownListeners()
 		<-s.spaceDone // it stops with the streams
