@@ -31,14 +31,14 @@ type logMeta struct {
 const (
 	// snapshotBytes: a snapshot (and a truncation) once the entries since
 	// the last one pass this size, whatever SnapshotEntries says.
-	snapshotBytes = 64 << 20
+	snapshotBytes = 32 << 20
 	// catchUpBytes bounds the entries kept behind a snapshot for followers
 	// a little behind (with CatchUpEntries); one further behind gets the
 	// state machine's snapshot.
 	catchUpBytes = 32 << 20
 	// segmentBytes is the raft log's segment size: the granularity of
 	// truncation.
-	segmentBytes = 32 << 20
+	segmentBytes = 16 << 20
 )
 
 // openLogStore opens (creating if needed) the member's raft log under
