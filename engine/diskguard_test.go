@@ -413,6 +413,8 @@ func testDiskFullTmpfs(t *testing.T, guard DiskGuardOptions) {
 	var ackedMu sync.Mutex
 	acked := map[string][]byte{}
 	var writers sync.WaitGroup
+	var stop atomic.Bool
+	var puts atomic.Int64
 	errs := make([]error, 4)
 	deadline := time.Now().Add(20 * time.Second)
 	for w := range 4 {
@@ -420,7 +422,7 @@ func testDiskFullTmpfs(t *testing.T, guard DiskGuardOptions) {
 		go func() {
 			defer writers.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := 0; time.Now().Before(deadline) && !stop.Load(); i++ {
 				k, v := fmt.Sprintf("w%d-%07d", w, i), make([]byte, 8<<10)
 				for j := range v {
 					v[j] = byte(rng.Uint32())
@@ -429,6 +431,7 @@ func testDiskFullTmpfs(t *testing.T, guard DiskGuardOptions) {
 					errs[w] = err
 					return
 				}
+				puts.Add(1)
 				ackedMu.Lock()
 				acked[k] = v
 				ackedMu.Unlock()
@@ -437,36 +440,75 @@ func testDiskFullTmpfs(t *testing.T, guard DiskGuardOptions) {
 	}
 	finished := make(chan struct{})
 	go func() { writers.Wait(); close(finished) }()
+	// The writers end with ErrNoSpace, or, where the disk ran out under a
+	// WAL write already inside Pebble (no reserve to give back), those
+	// puts wait for space (Pebble cannot survive a failed WAL write): the
+	// guard must then be tripped and refuse every new write at once.
+	lastPuts, lastMove := int64(-1), time.Now()
+	waiting := false
+	for done := false; !done; {
+		select {
+		case <-finished:
+			done = true
+		case <-time.After(100 * time.Millisecond):
+			if n := puts.Load(); n != lastPuts {
+				lastPuts, lastMove = n, time.Now()
+			}
+			if db.DiskStatus().Full && time.Since(lastMove) > 2*time.Second {
+				waiting, done = true, true
+			}
+			if time.Since(lastMove) > 30*time.Second {
+				// A Put stuck in Pebble without the guard tripped: the hang of
+				// a full disk without the guard. The database cannot be
+				// closed; the lazy unmount below copes.
+				lazyUnmount = true
+				st := db.DiskStatus()
+				t.Fatalf("writers hang on a full disk (%d puts acknowledged; guard tripped %v: %v): %s", puts.Load(), st.Full, st.Cause, describeDirs(st.Dirs))
+			}
+		}
+	}
+	refused := make(chan error, 1)
+	go func() { refused <- db.Put([]byte("new-write"), []byte("v")) }()
 	select {
-	case <-finished:
-	case <-time.After(30 * time.Second):
-		// A Put stuck in Pebble: the hang of a full disk without the guard.
-		// The database cannot be closed; the lazy unmount below copes.
+	case err := <-refused:
+		if !errors.Is(err, ErrNoSpace) {
+			t.Fatalf("a new Put on the full disk: %v, want ErrNoSpace", err)
+		}
+	case <-time.After(time.Second):
 		lazyUnmount = true
-		t.Fatalf("writers hang on a full disk (%d puts acknowledged): %s", len(acked), describeDirs(db.DiskStatus().Dirs))
+		t.Fatalf("a new Put on the full disk hung (%d puts acknowledged): %s", len(acked), describeDirs(db.DiskStatus().Dirs))
 	}
 	for w, err := range errs {
-		if !errors.Is(err, ErrNoSpace) {
+		if err != nil && !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("writer %d ended with %v, want ErrNoSpace", w, err)
 		}
 	}
 	st = db.DiskStatus()
-	t.Logf("full after %d acknowledged puts: %v; %s", len(acked), st.Cause, describeDirs(st.Dirs))
+	t.Logf("full after %d acknowledged puts (writers waiting inside Pebble: %v): %v; %s", len(acked), waiting, st.Cause, describeDirs(st.Dirs))
 	log.mu.Lock()
 	t.Logf("error lines logged: %d, first: %s", len(log.errs), firstLines(strings.Join(log.errs, "\n"), 2))
 	log.mu.Unlock()
 	if !st.Full {
 		t.Fatal("writers were refused but DiskStatus is not Full")
 	}
+	ackedMu.Lock()
 	for k, v := range acked {
 		if got, err := db.Get([]byte(k)); err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("Get(%s) on a full disk: %v", k, err)
 		}
 		break
 	}
+	ackedMu.Unlock()
+	stop.Store(true)
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-finished: // the puts that waited for space are done
+	case <-time.After(20 * time.Second):
+		lazyUnmount = true
+		t.Fatal("the puts waiting for space did not finish after space was freed")
 	}
 	waitFor(t, 10*time.Second, "writes were not accepted again after space was freed", func() bool { return !db.DiskStatus().Full })
 	for i := range 100 {
