@@ -176,8 +176,9 @@ type fillResult struct {
 	// errs is each writer's last error (nil: it hit the count or time
 	// bound).
 	errs []error
-	// shortAt is when the test first saw a watched file system under the
-	// floor (zero if never); firstErrAt when the first put failed.
+	// shortAt is when a watched file system went under the floor for the
+	// dip that lasted until the first error (zero if never); firstErrAt
+	// when the first put failed.
 	shortAt, firstErrAt time.Time
 	elapsed             time.Duration
 }
@@ -196,16 +197,25 @@ func fillDisk(t *testing.T, cli *clientv3.Client, prefix string, dirs []string, 
 	go func() {
 		defer close(watched)
 		for {
+			under := false
 			for _, d := range dirs {
 				var st syscall.Statfs_t
 				if syscall.Statfs(d, &st) == nil && st.Bavail*uint64(st.Bsize) < floor {
-					mu.Lock()
-					if r.shortAt.IsZero() {
-						r.shortAt = time.Now()
-					}
-					mu.Unlock()
+					under = true
 				}
 			}
+			// shortAt is the start of the dip that lasted: the free space
+			// also dips under the floor for a moment while a compaction's
+			// outputs or a new raft log segment exist beside what they
+			// replace, which the server's samples (every 250 ms) may miss.
+			mu.Lock()
+			switch {
+			case under && r.shortAt.IsZero():
+				r.shortAt = time.Now()
+			case !under && r.firstErrAt.IsZero():
+				r.shortAt = time.Time{}
+			}
+			mu.Unlock()
 			select {
 			case <-stopWatch:
 				return
