@@ -55,6 +55,7 @@ nothing on disk changes, not even the OPTIONS file.`,
 		newCheckCommand(g),
 		newOptionsCommand(g),
 		newServeCommand(g),
+		newEtcdCommand(),
 		newBenchCommand(),
 	)
 	return root

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stratadb/strata/cluster"
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/cli"
 	"github.com/stratadb/strata/internal/cmalloc"
 	"github.com/stratadb/strata/server"
@@ -87,75 +88,82 @@ in flight and closes the database. See docs/server.md.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			procs := raiseGOMAXPROCS()
-			// A fixed Go memory limit bounds the start too. The automatic
-			// one follows the live heap, which grows from nothing while the
-			// store rebuilds its key index: set before, it trails the heap
-			// by up to a tick and the collector runs back to back (a
-			// quarter of a restart's CPU at 30 GB), so it starts once the
-			// store is open.
-			var goLimit int64
-			if cfg.Server.GoMemoryLimitMB != 0 {
-				goLimit = applyGoMemoryLimit(ctx, cfg.Server)
-			}
-			mallocSet := cmalloc.Tune(cmalloc.ServerSettings) + ", " + cmalloc.HugePages()
-			began := time.Now()
-			srv, err := server.Start(cfg, server.Options{Logger: g.logger(cmd)})
-			if err != nil {
-				return err
-			}
-			if cfg.Server.GoMemoryLimitMB == 0 {
-				goLimit = applyGoMemoryLimit(ctx, cfg.Server)
-			}
-			origin, indexTook := srv.IndexOrigin()
-			scheme := "http"
-			if cfg.Server.CertFile != "" {
-				scheme = "https"
-			}
-			eff := cfg.Clone()
-			eff.ApplyMemoryBudget()
-			out := cmd.OutOrStdout()
-			if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s, %s; started in %s, key index %s in %s)\n",
-				scheme, srv.Addr(), cfg.DBPath, describeSync(cfg), eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
-				describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, procs, formatElapsed(time.Since(began)),
-				origin, formatElapsed(indexTook)); err != nil {
-				_ = srv.Close()
-				return err
-			}
-			if cfg.Cluster.Enabled() {
-				st := srv.Node().Status()
-				fmt.Fprintf(out, "strata: cluster member %s (%x) of cluster %x, peer traffic on %s, raft log in %s\n",
-					cfg.Cluster.Name, st.MemberID, st.ClusterID, cfg.Cluster.ListenPeer, cfg.Cluster.RaftDirFor(cfg.DBPath))
-			}
-			// A cluster member may stop by itself (removed from the
-			// cluster): then the process ends with the reason.
-			var memberStopped <-chan struct{}
-			stopper, _ := srv.Node().(cluster.Stopper)
-			if stopper != nil {
-				memberStopped = stopper.Done()
-			}
-			select {
-			case <-ctx.Done():
-			case <-memberStopped:
-				_ = srv.Close()
-				return fmt.Errorf("cluster member stopped: %w", stopper.Err())
-			case <-srv.Failed():
-				_ = srv.Close()
-				return srv.Err()
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "strata: shutting down: finishing requests in flight")
-			began = time.Now()
-			if err := srv.Close(); err != nil {
-				return fmt.Errorf("shutdown: %w", err)
-			}
-			_, err = fmt.Fprintf(out, "strata: stopped in %s (%s)\n", formatElapsed(time.Since(began)), srv.ClosingCheckpoint())
-			return err
+			return runServer(cmd, cfg, g.logger(cmd))
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// runServer serves cfg (validated) until SIGTERM or SIGINT, the member
+// stops or the server fails: what serve and etcd run, with log as the
+// server's logger (nil is silent).
+func runServer(cmd *cobra.Command, cfg *config.Config, log engine.Logger) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	procs := raiseGOMAXPROCS()
+	// A fixed Go memory limit bounds the start too. The automatic
+	// one follows the live heap, which grows from nothing while the
+	// store rebuilds its key index: set before, it trails the heap
+	// by up to a tick and the collector runs back to back (a
+	// quarter of a restart's CPU at 30 GB), so it starts once the
+	// store is open.
+	var goLimit int64
+	if cfg.Server.GoMemoryLimitMB != 0 {
+		goLimit = applyGoMemoryLimit(ctx, cfg.Server)
+	}
+	mallocSet := cmalloc.Tune(cmalloc.ServerSettings) + ", " + cmalloc.HugePages()
+	began := time.Now()
+	srv, err := server.Start(cfg, server.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	if cfg.Server.GoMemoryLimitMB == 0 {
+		goLimit = applyGoMemoryLimit(ctx, cfg.Server)
+	}
+	origin, indexTook := srv.IndexOrigin()
+	scheme := "http"
+	if cfg.Server.CertFile != "" {
+		scheme = "https"
+	}
+	eff := cfg.Clone()
+	eff.ApplyMemoryBudget()
+	out := cmd.OutOrStdout()
+	if _, err := fmt.Fprintf(out, "strata: serving etcd v2 and v3 APIs on %s://%s (db_path %s, %s, memtable %d MB x %d, block cache %d MB, Go memory limit %s, %s, %s; started in %s, key index %s in %s)\n",
+		scheme, srv.Addr(), cfg.DBPath, describeSync(cfg), eff.MemtableSizeMB, eff.MaxWriteBufferNumber, eff.BlockCacheSizeMB,
+		describeGoMemoryLimit(cfg.Server.GoMemoryLimitMB, goLimit), mallocSet, procs, formatElapsed(time.Since(began)),
+		origin, formatElapsed(indexTook)); err != nil {
+		_ = srv.Close()
+		return err
+	}
+	if cfg.Cluster.Enabled() {
+		st := srv.Node().Status()
+		fmt.Fprintf(out, "strata: cluster member %s (%x) of cluster %x, peer traffic on %s, raft log in %s\n",
+			cfg.Cluster.Name, st.MemberID, st.ClusterID, cfg.Cluster.ListenPeer, cfg.Cluster.RaftDirFor(cfg.DBPath))
+	}
+	// A cluster member may stop by itself (removed from the
+	// cluster): then the process ends with the reason.
+	var memberStopped <-chan struct{}
+	stopper, _ := srv.Node().(cluster.Stopper)
+	if stopper != nil {
+		memberStopped = stopper.Done()
+	}
+	select {
+	case <-ctx.Done():
+	case <-memberStopped:
+		_ = srv.Close()
+		return fmt.Errorf("cluster member stopped: %w", stopper.Err())
+	case <-srv.Failed():
+		_ = srv.Close()
+		return srv.Err()
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "strata: shutting down: finishing requests in flight")
+	began = time.Now()
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "strata: stopped in %s (%s)\n", formatElapsed(time.Since(began)), srv.ClosingCheckpoint())
+	return err
 }
 
 // describeSync says what is fsynced before a write is acknowledged. On a

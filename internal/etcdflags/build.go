@@ -1,0 +1,421 @@
+package etcdflags
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratadb/strata/config"
+)
+
+// Result is the configuration etcd's flags describe.
+type Result struct {
+	// Config is the validated configuration `strata serve` would run with.
+	Config *config.Config
+	// DataDir is --data-dir (etcd's default ${name}.etcd when not given).
+	DataDir string
+	// Notes are the lines to log: flags without effect, with the reason,
+	// and choices made where Strata does less than etcd.
+	Notes []string
+	// Verbose is --log-level=debug: the engine's events are logged too.
+	Verbose bool
+}
+
+// The layout of --data-dir.
+const (
+	// StoreDir is the store's directory inside the data dir (db_path).
+	StoreDir = "strata"
+	// RaftDir is the raft log's directory inside the data dir
+	// (cluster.raft_dir), unless --wal-dir moves it.
+	RaftDir = "raft"
+)
+
+// Build maps v onto Strata's configuration: config.ServeDefault() with
+// each mapped flag's key set. The result is validated.
+func Build(v *Values) (*Result, error) {
+	b := &builder{v: v, cfg: config.ServeDefault()}
+	b.build()
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
+	}
+	if err := b.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Result{Config: b.cfg, DataDir: b.dataDir, Notes: b.notes, Verbose: b.verbose}, nil
+}
+
+type builder struct {
+	v       *Values
+	cfg     *config.Config
+	dataDir string
+	notes   []string
+	errs    []error
+	verbose bool
+}
+
+func (b *builder) note(flag, format string, args ...any) {
+	b.notes = append(b.notes, fmt.Sprintf("%s=%s: ", b.v.Source(flag), b.v.Get(flag))+fmt.Sprintf(format, args...))
+}
+
+func (b *builder) fail(flag, format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf("%s=%s: "+format, append([]any{b.v.Source(flag), b.v.Get(flag)}, args...)...))
+}
+
+func (b *builder) int(flag string) int64 {
+	n, _ := strconv.ParseInt(b.v.Get(flag), 10, 64) // checked on Set
+	return n
+}
+
+func (b *builder) uint(flag string) uint64 {
+	n, _ := strconv.ParseUint(b.v.Get(flag), 10, 64)
+	return n
+}
+
+func (b *builder) bool(flag string) bool { return b.v.Get(flag) == "true" }
+
+func (b *builder) urls(flag string) []*url.URL {
+	us, _ := parseURLs(b.v.Get(flag))
+	return us
+}
+
+func (b *builder) build() {
+	v, cfg := b.v, b.cfg
+	name := v.Get("name")
+
+	// Flags without effect, and flags refused.
+	for _, n := range Names() {
+		if !v.IsSet(n) {
+			continue
+		}
+		if why, ok := noEffect[n]; ok {
+			b.note(n, "no effect: %s", why)
+		}
+		if why, ok := refused[n]; ok {
+			d, _ := lookup(n)
+			if v.Get(n) != d.def {
+				b.fail(n, "%s", why)
+			}
+		}
+	}
+
+	// Data directories.
+	b.dataDir = v.Get("data-dir")
+	if b.dataDir == "" {
+		b.dataDir = name + ".etcd"
+	}
+	cfg.DBPath = filepath.Join(b.dataDir, StoreDir)
+
+	clustered := v.IsSet("initial-cluster") || v.IsSet("initial-advertise-peer-urls") || v.IsSet("listen-peer-urls") ||
+		v.Get("initial-cluster-state") == "existing"
+	if clustered {
+		cfg.Cluster.RaftDir = filepath.Join(b.dataDir, RaftDir)
+	}
+	if w := v.Get("wal-dir"); w != "" {
+		if clustered {
+			// The raft log is what etcd's wal is: the log fsynced
+			// before a write is acknowledged.
+			cfg.Cluster.RaftDir = w
+		} else {
+			cfg.WALDir = w
+		}
+	}
+
+	// Client URLs and TLS.
+	clientScheme := b.listen("listen-client-urls", &cfg.Server.Listen)
+	if v.IsSet("listen-client-urls") && !v.IsSet("advertise-client-urls") {
+		b.fail("listen-client-urls", "--advertise-client-urls is required when --listen-client-urls is set explicitly (etcd's rule)")
+	}
+	cert, key := v.Get("cert-file"), v.Get("key-file")
+	switch {
+	case clientScheme == "https" && (cert == "" || key == ""):
+		if b.bool("auto-tls") {
+			b.fail("auto-tls", "not supported: Strata makes no self-signed certificates; give --cert-file and --key-file")
+		} else {
+			b.fail("listen-client-urls", "https needs --cert-file and --key-file")
+		}
+	case clientScheme == "https":
+		cfg.Server.CertFile, cfg.Server.KeyFile = cert, key
+		if b.bool("auto-tls") {
+			b.note("auto-tls", "no effect: --cert-file and --key-file are given (as etcd ignores it then)")
+		}
+		ca := v.Get("trusted-ca-file")
+		switch {
+		case ca != "":
+			// etcd asks for and verifies client certificates when
+			// either is set (transport.TLSInfo.ServerConfig).
+			cfg.Server.ClientCAFile = ca
+		case b.bool("client-cert-auth"):
+			b.fail("client-cert-auth", "needs --trusted-ca-file: Strata verifies client certificates against it, not the system's roots")
+		}
+	default:
+		for _, f := range []string{"cert-file", "key-file", "trusted-ca-file", "client-cert-auth", "auto-tls"} {
+			if v.IsSet(f) {
+				b.note(f, "no effect: --listen-client-urls are http, and etcd too serves them without TLS")
+			}
+		}
+	}
+
+	// Metrics URLs.
+	if v.IsSet("listen-metrics-urls") {
+		b.note("listen-metrics-urls", "not supported yet: Strata serves /metrics, /health, /livez and /readyz on the client URL %s only; point probes and scrapers there",
+			cfg.Server.Listen)
+	}
+
+	// Server limits and behaviour.
+	if v.IsSet("quota-backend-bytes") {
+		// Both read 0 as their default (etcd's 2 GiB, Strata's
+		// config.DefaultQuotaBackendBytes for a store a tenth the size).
+		cfg.Server.QuotaBackendBytes = b.int("quota-backend-bytes")
+	}
+	cfg.Server.MaxRequestBytes = int64(min(b.uint("max-request-bytes"), 1<<62))
+	cfg.Server.MaxConcurrentStreams = int64(min(b.uint("max-concurrent-streams"), 1<<62))
+	if n := b.uint("max-txn-ops"); n != 128 {
+		b.note("max-txn-ops", "not supported yet: Strata's limit is fixed at 128 operations per txn (no config key)")
+	}
+	cfg.Server.AuthToken = v.Get("auth-token")
+	cfg.Server.AuthTokenTTL = int64(min(b.uint("auth-token-ttl"), 1<<62))
+	cfg.Server.BcryptCost = int64(min(b.uint("bcrypt-cost"), 1<<62))
+	cfg.Server.AutoCompactionMode = v.Get("auto-compaction-mode")
+	cfg.Server.AutoCompactionRetention = v.Get("auto-compaction-retention")
+	progress := "watch-progress-notify-interval"
+	if v.IsSet("experimental-watch-progress-notify-interval") {
+		if v.IsSet(progress) {
+			b.fail(progress, "also given as --experimental-watch-progress-notify-interval: give one")
+		}
+		progress = "experimental-watch-progress-notify-interval"
+	}
+	d, _ := time.ParseDuration(v.Get(progress))
+	if d%time.Millisecond != 0 {
+		b.fail(progress, "Strata counts the interval in whole milliseconds")
+	}
+	cfg.Server.WatchProgressNotifyIntervalMS = d.Milliseconds()
+
+	// Corruption check and feature gates.
+	if v.IsSet("experimental-initial-corrupt-check") && b.bool("experimental-initial-corrupt-check") {
+		b.note("experimental-initial-corrupt-check", "no effect: %s", featureGates["InitialCorruptCheck"])
+	}
+	if g := v.Get("feature-gates"); g != "" {
+		for _, kv := range strings.Split(g, ",") {
+			k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok {
+				b.fail("feature-gates", "missing bool value for %s", k)
+				continue
+			}
+			on, err := strconv.ParseBool(val)
+			why, known := featureGates[k]
+			switch {
+			case err != nil:
+				b.fail("feature-gates", "invalid value of %s=%s, err: %v", k, val, err)
+			case !known:
+				b.fail("feature-gates", "unrecognized feature gate: %s", k)
+			case on:
+				b.notes = append(b.notes, fmt.Sprintf("%s: %s=true: no effect: %s", v.Source("feature-gates"), k, why))
+			}
+		}
+	}
+
+	// Logging.
+	switch lvl := v.Get("log-level"); lvl {
+	case "debug":
+		b.verbose = true
+	case "info", "warn", "error", "dpanic", "panic", "fatal":
+		if v.IsSet("log-level") {
+			b.note("log-level", "Strata logs its start, membership changes, notes and errors at any level; debug adds the engine's events")
+		}
+	default:
+		b.fail("log-level", "unknown log level (debug, info, warn, error, panic or fatal)")
+	}
+	if lg := v.Get("logger"); lg != "zap" {
+		b.fail("logger", "unknown logger option %q (etcd 3.5+ knows zap only)", lg)
+	} else if v.IsSet("logger") {
+		b.note("logger", "no effect: Strata writes plain text lines to stderr")
+	}
+
+	if clustered {
+		b.cluster(name)
+		return
+	}
+	for _, f := range []string{"name", "advertise-client-urls", "initial-cluster-token", "heartbeat-interval", "election-timeout",
+		"snapshot-count", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth", "peer-auto-tls"} {
+		if v.IsSet(f) {
+			b.note(f, "no effect: without --initial-cluster (or peer URLs) Strata serves as a single server, with no raft log, named \"strata\" in member list; give --initial-cluster to run a cluster member, even of one")
+		}
+	}
+}
+
+// cluster fills the [cluster] section.
+func (b *builder) cluster(name string) {
+	v, c := b.v, &b.cfg.Cluster
+	c.Name = name
+	c.Token = v.Get("initial-cluster-token")
+	switch st := v.Get("initial-cluster-state"); st {
+	case "new":
+	case "existing":
+		c.Join = true
+	default:
+		b.fail("initial-cluster-state", "unexpected clusterState %q (new or existing)", st)
+	}
+	c.HeartbeatIntervalMS = int64(min(b.uint("heartbeat-interval"), 1<<62))
+	c.ElectionTimeoutMS = int64(min(b.uint("election-timeout"), 1<<62))
+	c.SnapshotEntries = int64(min(b.uint("snapshot-count"), 1<<62))
+
+	peerScheme := b.listen("listen-peer-urls", &c.ListenPeer)
+	pcert, pkey := v.Get("peer-cert-file"), v.Get("peer-key-file")
+	switch {
+	case peerScheme == "https" && (pcert == "" || pkey == ""):
+		if b.bool("peer-auto-tls") {
+			b.fail("peer-auto-tls", "not supported: Strata makes no self-signed certificates; give --peer-cert-file and --peer-key-file")
+		} else {
+			b.fail("listen-peer-urls", "https needs --peer-cert-file and --peer-key-file")
+		}
+	case peerScheme == "https":
+		c.PeerCertFile, c.PeerKeyFile = pcert, pkey
+		if b.bool("peer-auto-tls") {
+			b.note("peer-auto-tls", "no effect: --peer-cert-file and --peer-key-file are given (as etcd ignores it then)")
+		}
+		ca := v.Get("peer-trusted-ca-file")
+		switch {
+		case ca != "":
+			c.PeerTrustedCAFile = ca
+		case b.bool("peer-client-cert-auth"):
+			b.fail("peer-client-cert-auth", "needs --peer-trusted-ca-file: Strata verifies peer certificates against it")
+		}
+	default:
+		for _, f := range []string{"peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth", "peer-auto-tls"} {
+			if v.IsSet(f) {
+				b.note(f, "no effect: --listen-peer-urls are http, and etcd too serves them without TLS")
+			}
+		}
+	}
+
+	// This member's client URL, as it publishes it.
+	adv := b.urls("advertise-client-urls")
+	self := adv[0]
+	if len(adv) > 1 {
+		b.note("advertise-client-urls", "not supported yet: Strata publishes one client URL per member: %s", self)
+	}
+
+	// The members: etcd's default is this member alone, at its
+	// advertised peer URLs.
+	apurls := b.urls("initial-advertise-peer-urls")
+	ic := v.Get("initial-cluster")
+	if !v.IsSet("initial-cluster") {
+		var parts []string
+		for _, u := range apurls {
+			parts = append(parts, name+"="+u.String())
+		}
+		ic = strings.Join(parts, ",")
+	}
+	seen := map[string]bool{}
+	var others []string
+	for _, part := range strings.Split(ic, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		mname, raw, ok := strings.Cut(part, "=")
+		if !ok || mname == "" {
+			b.fail("initial-cluster", "%q is not NAME=PEER_URL", part)
+			continue
+		}
+		us, err := parseURLs(raw)
+		if err != nil {
+			b.fail("initial-cluster", "member %s: %v", mname, err)
+			continue
+		}
+		if seen[mname] {
+			b.fail("initial-cluster", "not supported yet: member %s has several peer URLs; Strata's members have one", mname)
+			continue
+		}
+		seen[mname] = true
+		peer := us[0]
+		m := config.ClusterMember{Name: mname, PeerURL: peer.String()}
+		if mname == name {
+			m.ClientURL = self.String()
+			if len(apurls) != 1 || apurls[0].String() != peer.String() {
+				b.fail("initial-cluster", "--initial-cluster has %s=%s but --initial-advertise-peer-urls has %s (etcd's rule: they must match)",
+					mname, peer, v.Get("initial-advertise-peer-urls"))
+			}
+		} else {
+			// etcd's --initial-cluster has no client URLs: a member
+			// publishes its own when it starts (through the log), and
+			// member list shows this guess for it until then.
+			m.ClientURL = (&url.URL{Scheme: self.Scheme, Host: net.JoinHostPort(peer.Hostname(), self.Port())}).String()
+			others = append(others, mname+"="+m.ClientURL)
+		}
+		c.Members = append(c.Members, m)
+	}
+	if !seen[name] {
+		b.fail("initial-cluster", "couldn't find local name %q in the initial cluster configuration", name)
+	}
+	if len(others) > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("%s: the other members' client URLs are taken as the peer host with this member's client port (%s) until each publishes its own when it starts",
+			v.Source("initial-cluster"), strings.Join(others, ", ")))
+	}
+}
+
+// listen sets *addr from a URL-list flag and returns its scheme. Strata
+// listens on one host:port with one scheme: several URLs on one port are
+// served on the wildcard address of that port (noted); different ports
+// or schemes are refused.
+func (b *builder) listen(flag string, addr *string) string {
+	us := b.urls(flag)
+	scheme, port := us[0].Scheme, us[0].Port()
+	hosts := map[string]bool{}
+	var v6 bool
+	for _, u := range us {
+		if u.Scheme != scheme {
+			b.fail(flag, "not supported yet: Strata serves one scheme; this mixes http and https")
+			return scheme
+		}
+		if u.Port() != port {
+			b.fail(flag, "not supported yet: Strata listens on one port; this lists %s and %s", port, u.Port())
+			return scheme
+		}
+		hosts[u.Hostname()] = true
+		v6 = v6 || strings.Contains(u.Hostname(), ":")
+	}
+	if len(hosts) == 1 {
+		*addr = net.JoinHostPort(us[0].Hostname(), port)
+		return scheme
+	}
+	wild := "0.0.0.0"
+	if v6 {
+		wild = "::"
+	}
+	*addr = net.JoinHostPort(wild, port)
+	b.note(flag, "Strata listens on one address: serving %s on %s, which covers these hosts and every other address of this machine", scheme, *addr)
+	return scheme
+}
+
+// ErrEtcdDataDir is returned by CheckDataDir for an etcd member's data
+// directory.
+var ErrEtcdDataDir = errors.New("etcdflags: the data dir is an etcd member's")
+
+// CheckDataDir refuses dataDir when it is an etcd member's (member/snap/db
+// and member/wal) and holds no Strata store yet: Strata cannot serve etcd's
+// bbolt file; `strata restore` converts it. Once DIR/strata exists (the
+// restore's output), etcd's files beside it are left alone.
+func CheckDataDir(dataDir string) error {
+	db := filepath.Join(dataDir, "member", "snap", "db")
+	if _, err := os.Stat(db); err != nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "member", "wal")); err != nil {
+		return nil
+	}
+	store := filepath.Join(dataDir, StoreDir)
+	if _, err := os.Stat(store); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: --data-dir %s holds etcd's member/snap/db and member/wal, which Strata does not read; stop etcd, then convert it with\n"+
+		"  strata --db %s restore %s\n"+
+		"and start again with the same flags (the store goes to %s; etcd's member/ stays as it was; see docs/migration.md for a cluster)",
+		ErrEtcdDataDir, dataDir, store, db, store)
+}

@@ -1,0 +1,103 @@
+package etcdflags
+
+// noEffect are the flags accepted without effect, each with the reason
+// noted when it is given: they tune an etcd internal Strata does not
+// have, or ask for what Strata always does.
+var noEffect = map[string]string{
+	"log-outputs":                          "Strata writes its log lines to stderr",
+	"log-format":                           "Strata writes plain text lines, not zap's JSON",
+	"enable-log-rotation":                  "Strata writes to stderr; rotate with the service manager",
+	"log-rotation-config-json":             "Strata writes to stderr; rotate with the service manager",
+	"metrics":                              "Strata's /metrics has one fixed set (etcd's basic names and Strata's own)",
+	"enable-pprof":                         "Strata serves no /debug/pprof",
+	"max-snapshots":                        "the raft directory keeps only the snapshot in use",
+	"max-wals":                             "each raft snapshot truncates the raft log (snapshot-count)",
+	"snapshot-catchup-entries":             "the raft log keeps min(5000, snapshot-count/2) entries behind a snapshot",
+	"backend-batch-interval":               "no bbolt backend: each applied batch commits to the engine at once",
+	"backend-batch-limit":                  "no bbolt backend: each applied batch commits to the engine at once",
+	"backend-bbolt-freelist-type":          "no bbolt backend",
+	"compaction-batch-limit":               "compaction drops history in the LSM's background compactions, not in bbolt batches",
+	"compaction-sleep-interval":            "compaction drops history in the LSM's background compactions, not in bbolt batches",
+	"bootstrap-defrag-threshold-megabytes": "no bbolt free pages: the LSM's compactions give space back",
+	"pre-vote":                             "Strata's raft always runs with pre-vote",
+	"strict-reconfig-check":                "Strata always checks reconfigurations strictly",
+	"max-learners":                         "Strata allows one learner at a time, etcd's default",
+	"initial-election-tick-advance":        "an etcd raft bootstrap tweak with no Strata counterpart",
+	"grpc-keepalive-min-time":              "Strata's gRPC server permits pings every 5s, etcd's default",
+	"grpc-keepalive-interval":              "Strata's gRPC server keeps its built-in keepalive settings",
+	"grpc-keepalive-timeout":               "Strata's gRPC server keeps its built-in keepalive settings",
+	"corrupt-check-time":                   "Strata's members compare no bbolt hashes; the engine checks block checksums on every read",
+	"compact-hash-check-time":              "Strata's members compare no bbolt hashes; the engine checks block checksums on every read",
+	"downgrade-check-time":                 "Strata has no cluster downgrade",
+	"warning-apply-duration":               "Strata logs no slow-apply warnings",
+	"warning-unary-request-duration":       "Strata logs no slow-request warnings",
+	"raft-read-timeout":                    "Strata's peer transport uses its own timeouts",
+	"raft-write-timeout":                   "Strata's peer transport uses its own timeouts",
+	"socket-reuse-address":                 "Strata's listeners use Go's defaults",
+	"socket-reuse-port":                    "Strata's listeners use Go's defaults",
+	"memory-mlock":                         "Strata locks no memory",
+	"enable-grpc-gateway":                  "Strata always serves the /v3 gateway",
+	"cors":                                 "Strata adds no CORS headers",
+	"host-whitelist":                       "Strata does not check the Host header",
+	"self-signed-cert-validity":            "Strata makes no self-signed certificates (--auto-tls is not supported)",
+	"client-cert-file":                     "Strata's gateway runs in process and dials nothing",
+	"client-key-file":                      "Strata's gateway runs in process and dials nothing",
+	"peer-client-cert-file":                "Strata dials peers with --peer-cert-file",
+	"peer-client-key-file":                 "Strata dials peers with --peer-key-file",
+	"enable-distributed-tracing":           "Strata exports no OpenTelemetry traces",
+	"distributed-tracing-address":          "Strata exports no OpenTelemetry traces",
+	"distributed-tracing-service-name":     "Strata exports no OpenTelemetry traces",
+	"distributed-tracing-instance-id":      "Strata exports no OpenTelemetry traces",
+	"distributed-tracing-sampling-rate":    "Strata exports no OpenTelemetry traces",
+	"listen-client-http-urls":              "Strata serves HTTP/1.1 and gRPC on the client URL already",
+	"version":                              "run `strata --version`",
+}
+
+// refused are the flags Strata cannot honour: running without them would
+// change what the operator asked for (weaker TLS checks, no fsync, a
+// different way to form the cluster), so they are refused when set to
+// anything but etcd's default.
+var refused = map[string]string{
+	"force-new-cluster":                  "not supported: Strata cannot rewrite a member's raft log into a one-member cluster; restore a snapshot instead (docs/migration.md)",
+	"unsafe-no-fsync":                    "not supported: Strata always fsyncs its raft log",
+	"client-crl-file":                    "not supported: Strata does not check certificate revocation lists",
+	"peer-crl-file":                      "not supported: Strata does not check certificate revocation lists",
+	"client-cert-allowed-hostname":       "not supported: Strata accepts any client certificate its CA signed",
+	"peer-cert-allowed-cn":               "not supported: Strata accepts any peer certificate its CA signed",
+	"peer-cert-allowed-hostname":         "not supported: Strata accepts any peer certificate its CA signed",
+	"peer-skip-client-san-verification":  "not supported: Strata does not check peers' SANs against their addresses",
+	"cipher-suites":                      "not supported: Strata uses Go's TLS cipher suites",
+	"tls-min-version":                    "not supported: Strata accepts TLS 1.2 and 1.3",
+	"tls-max-version":                    "not supported: Strata accepts TLS 1.2 and 1.3",
+	"discovery-token":                    "not supported: list the members in --initial-cluster",
+	"discovery-endpoints":                "not supported: list the members in --initial-cluster",
+	"discovery-srv":                      "not supported: list the members in --initial-cluster",
+	"discovery-srv-name":                 "not supported: list the members in --initial-cluster",
+	"discovery-dial-timeout":             "not supported: list the members in --initial-cluster",
+	"discovery-request-timeout":          "not supported: list the members in --initial-cluster",
+	"discovery-keepalive-time":           "not supported: list the members in --initial-cluster",
+	"discovery-keepalive-timeout":        "not supported: list the members in --initial-cluster",
+	"discovery-insecure-transport":       "not supported: list the members in --initial-cluster",
+	"discovery-insecure-skip-tls-verify": "not supported: list the members in --initial-cluster",
+	"discovery-cert":                     "not supported: list the members in --initial-cluster",
+	"discovery-key":                      "not supported: list the members in --initial-cluster",
+	"discovery-cacert":                   "not supported: list the members in --initial-cluster",
+	"discovery-user":                     "not supported: list the members in --initial-cluster",
+	"discovery-password":                 "not supported: list the members in --initial-cluster",
+}
+
+// featureGates are etcd 3.6's server feature gates, each with what Strata
+// does about it: nothing, or what it always does.
+var featureGates = map[string]string{
+	"InitialCorruptCheck":          "Strata's members compare no bbolt hashes before serving; the engine checks block checksums on every read and a restarting member replays its raft log",
+	"CompactHashCheck":             "Strata's members compare no bbolt hashes; the engine checks block checksums on every read",
+	"StopGRPCServiceOnDefrag":      "an etcd defragmentation behaviour with no Strata counterpart (no bbolt file to rewrite)",
+	"TxnModeWriteWithSharedBuffer": "no bbolt read buffer",
+	"LeaseCheckpoint":              "etcd lessor internals with no Strata counterpart",
+	"LeaseCheckpointPersist":       "etcd lessor internals with no Strata counterpart",
+	"SetMemberLocalAddr":           "Strata dials peers from the host's default address",
+	"FastLeaseKeepAlive":           "etcd lessor internals with no Strata counterpart",
+	"PriorityRequest":              "Strata has no request priorities",
+	"AllAlpha":                     "etcd's alpha features have no Strata counterpart",
+	"AllBeta":                      "etcd's beta features have no Strata counterpart",
+}
