@@ -2,11 +2,17 @@
 // ldb: put, get, delete, scan, load (JSON Lines), flush, compact,
 // checkpoint, stats and options. Run "strata help" for the commands and
 // their examples; the commands live in package internal/admin.
+//
+// Installed or linked under the name etcd, it is `strata etcd`: a
+// manifest, unit or script that runs `etcd --flags...` runs Strata with
+// etcd's flags unchanged (the image's /usr/local/bin/etcd is a link to
+// strata; see docs/etcd-flags.md).
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/stratadb/strata/internal/admin"
 	"github.com/stratadb/strata/internal/cmalloc"
@@ -19,7 +25,11 @@ func main() {
 	if _, err := cmalloc.ExecWithHugePages(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata: starting with huge pages for C blocks:", err)
 	}
-	if err := admin.NewRootCommand().Execute(); err != nil {
+	root := admin.NewRootCommand()
+	if filepath.Base(os.Args[0]) == "etcd" {
+		root.SetArgs(append([]string{"etcd"}, os.Args[1:]...))
+	}
+	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata:", err)
 		os.Exit(1)
 	}
