@@ -81,6 +81,18 @@ type Options struct {
 	// found in its db_paths and in the directories its tiering record
 	// lists. db_path must exist. The default value is false.
 	ReadOnly bool
+	// OnCorruption, if set, is called with every error the engine meets
+	// that says a file of the database is damaged (errors.Is(err,
+	// ErrCorruption): a block whose checksum does not match, a table that
+	// does not decode): by a read (Get, View, an Iterator's Error or
+	// Close, a Snapshot's Get or View), before the read returns it, and by
+	// Pebble's background work (a flush or compaction that met it,
+	// reported through BackgroundError). Pebble's error names the file
+	// ("pebble: file 000011: block ...: crc32c checksum mismatch"). It is
+	// called on the goroutine that met the error, once per read that
+	// fails (so many times for one damaged block), and must return
+	// quickly, without I/O. The default value is nil: not called.
+	OnCorruption func(err error)
 	// DiskGuard configures what a full disk does (see ErrNoSpace,
 	// DiskStatus and DiskGuardOptions): writes are refused with ErrNoSpace
 	// and resume once space returns, and Pebble never crashes on ENOSPC. A
@@ -101,7 +113,9 @@ type DB struct {
 	// layout spreads tables over db_paths; nil when db_paths is empty.
 	layout *tiering.Layout
 	logger Logger
-	wo     *pebble.WriteOptions
+	// onCorruption is Options.OnCorruption (see seen).
+	onCorruption func(error)
+	wo           *pebble.WriteOptions
 	// res is cfg resolved: the codec of each level, the notes, the cache
 	// split.
 	res *config.Resolved
@@ -194,7 +208,7 @@ func Open(cfg *config.Config, opts ...Options) (*DB, error) {
 	defer popts.Cache.Unref()
 
 	db := &DB{cfg: cfg, res: res, fs: fs, logger: o.Logger, popts: popts, guard: newWriteGuard(), readOnly: o.ReadOnly, opened: time.Now(),
-		commitLatency: newLatencyHistogram()}
+		commitLatency: newLatencyHistogram(), onCorruption: o.OnCorruption}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	popts.ReadOnly = o.ReadOnly
 	if testPebbleOptions != nil {
@@ -395,7 +409,7 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 		out = append([]byte(nil), v...)
 		return nil
 	})
-	return out, err
+	return out, db.seen(err)
 }
 
 // View calls fn with the value of key without copying it, or returns
@@ -406,7 +420,7 @@ func (db *DB) View(key []byte, fn func(value []byte) error) error {
 		return err
 	}
 	defer db.leaveOp()
-	return lookup(db.pdb, key, db.useL6Filters(), fn)
+	return db.seen(lookup(db.pdb, key, db.useL6Filters(), fn))
 }
 
 // ErrInvalidRange is returned for a key range whose start does not sort
@@ -497,6 +511,7 @@ func (db *DB) eventListener(user *pebble.EventListener) *pebble.EventListener {
 		WriteStallEnd:   func() { db.stalls.end() },
 		BackgroundError: func(err error) {
 			db.bgErrors.record(err)
+			_ = db.seen(err)
 			if db.logger != nil && db.logBackgroundError(err) {
 				db.logger.Errorf("strata: background error: %v", err)
 			}

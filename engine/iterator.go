@@ -159,7 +159,7 @@ func (i *Iterator) Error() error {
 		return i.err
 	}
 	defer i.end()
-	return i.it.Error()
+	return i.db.seen(i.it.Error())
 }
 
 // Close releases the iterator and returns its error, if any. After
@@ -173,7 +173,7 @@ func (i *Iterator) Close() error {
 		return nil // closed already
 	}
 	i.db.untrack(i)
-	return i.it.Close()
+	return i.db.seen(i.it.Close())
 }
 
 // Snapshot is a consistent read-only view of the database at the moment it
@@ -243,7 +243,7 @@ func (s *Snapshot) View(key []byte, fn func(value []byte) error) error {
 	if err != nil {
 		return err
 	}
-	return seekPoint(it, key, fn)
+	return s.db.seen(seekPoint(it, key, fn))
 }
 
 // NewIter returns an iterator over the snapshot; opts may be nil.
