@@ -19,6 +19,10 @@ type Instrumented interface {
 	// is what makes a write durable on a member), in nanoseconds with the
 	// buckets of engine.DB.WALFsyncLatency.
 	LogFsyncLatency() prometheus.Histogram
+	// LogSyncInFlight returns how long the raft log's fsync in flight has
+	// run, ok = false when none is: a disk that stalls shows here, while
+	// LogFsyncLatency only records the fsyncs that returned.
+	LogSyncInFlight() (d time.Duration, ok bool)
 }
 
 // PeerMetrics implements Instrumented.
@@ -26,6 +30,9 @@ func (n *raftNode) PeerMetrics() prometheus.Collector { return n.tr.metrics }
 
 // LogFsyncLatency implements Instrumented.
 func (n *raftNode) LogFsyncLatency() prometheus.Histogram { return n.log.wal.FsyncLatency() }
+
+// LogSyncInFlight implements Instrumented.
+func (n *raftNode) LogSyncInFlight() (time.Duration, bool) { return n.log.wal.SyncInFlight() }
 
 // peerMetrics are a member's peer metrics under etcd's names, labels and
 // buckets (etcd's server/etcdserver/api/rafthttp/metrics.go), one set per

@@ -47,6 +47,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -123,6 +124,9 @@ type Log struct {
 	opts Options
 
 	fsyncLatency prometheus.Histogram
+	// syncStart is when the fsync in flight began (UnixNano), 0 if none:
+	// a stalled disk shows as an fsync that does not return.
+	syncStart atomic.Int64
 
 	mu sync.Mutex
 
@@ -571,6 +575,17 @@ func (l *Log) HardState() *pb.HardState {
 // with pebble.FsyncLatencyBuckets, as the engine keeps its WAL's.
 func (l *Log) FsyncLatency() prometheus.Histogram { return l.fsyncLatency }
 
+// SyncInFlight returns how long the fsync in flight has run, and ok =
+// false when none is: what a readiness check reads to see a stalled disk
+// (a finished fsync, however slow, is in FsyncLatency).
+func (l *Log) SyncInFlight() (time.Duration, bool) {
+	start := l.syncStart.Load()
+	if start == 0 {
+		return 0, false
+	}
+	return time.Since(time.Unix(0, start)), true
+}
+
 // Bootstrap records a new member's identity and first member list,
 // durably.
 func (l *Log) Bootstrap(meta, members []byte) error {
@@ -602,7 +617,10 @@ func (l *Log) writeSynced(buf []byte) error {
 		return fmt.Errorf("raftwal: write %s: %w", segmentName(seg.seq), err)
 	}
 	start := time.Now()
-	if err := l.w.SyncData(); err != nil {
+	l.syncStart.Store(start.UnixNano())
+	err := l.w.SyncData()
+	l.syncStart.Store(0)
+	if err != nil {
 		return fmt.Errorf("raftwal: sync %s: %w", segmentName(seg.seq), err)
 	}
 	l.fsyncLatency.Observe(float64(time.Since(start)))

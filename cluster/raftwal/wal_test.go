@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
@@ -323,4 +324,58 @@ func TestLogReportsCorruption(t *testing.T) {
 		t.Fatalf("Open of a damaged segment: %v, want ErrCorrupt", err)
 	}
 	t.Log(err)
+}
+
+// blockingSyncFS holds every SyncData of its files until release closes.
+type blockingSyncFS struct {
+	vfs.FS
+	release chan struct{}
+}
+
+func (fs blockingSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	return blockingSyncFile{f, fs.release}, err
+}
+
+type blockingSyncFile struct {
+	vfs.File
+	release chan struct{}
+}
+
+func (f blockingSyncFile) SyncData() error { <-f.release; return f.File.SyncData() }
+
+// TestLogSyncInFlight: an fsync that does not return shows in
+// SyncInFlight, with how long it has run, and no longer once it returned.
+func TestLogSyncInFlight(t *testing.T) {
+	fs := blockingSyncFS{vfs.NewMem(), make(chan struct{})}
+	l, err := Open(fs, "/wal", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, ok := l.SyncInFlight(); ok {
+		t.Fatal("an fsync in flight before any write")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Save([]*pb.Message{appendMsg(1, entry(1, 1, "v"))})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if d, ok := l.SyncInFlight(); ok && d >= 50*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the blocked fsync does not show in SyncInFlight")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(fs.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := l.SyncInFlight(); ok {
+		t.Fatalf("an fsync in flight for %v after it returned", d)
+	}
 }
