@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/stratadb/strata/internal/textdist"
 )
 
 // Parse reads a file in one path for every format. The format's library
@@ -431,34 +433,13 @@ func suggestion(k string, names []string) (string, bool) {
 	limit := min(3, max(1, len(key)/3))
 	best, bestDist := "", math.MaxInt
 	for _, name := range names {
-		d := editDistance(key, name)
+		d := textdist.Levenshtein(key, name)
 		if len(key) >= 5 && len(key) < len(name) {
-			d = min(d, editDistance(key, name[:len(key)])+1)
+			d = min(d, textdist.Levenshtein(key, name[:len(key)])+1)
 		}
 		if d < bestDist {
 			best, bestDist = name, d
 		}
 	}
 	return best, bestDist <= limit
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

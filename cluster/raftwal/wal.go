@@ -432,13 +432,11 @@ func (l *Log) startSegment(seq uint64) error {
 		}
 		buf = appendRecord(buf, recSnapshot, sb)
 	}
-	hb, err := proto.Marshal(l.hs)
+	buf, err = l.appendHardState(buf)
 	if err != nil {
 		_ = f.Close()
 		return err
 	}
-	buf = appendRecord(buf, recHardState, hb)
-	l.hsDirty = false
 	l.buf = buf
 	if _, err := f.Write(buf); err != nil {
 		_ = f.Close()
@@ -495,6 +493,17 @@ func MkdirAllSynced(fs vfs.FS, dir string) error {
 		}
 	}
 	return nil
+}
+
+// appendHardState adds the newest hard state to buf and marks it written.
+// Called with mu held.
+func (l *Log) appendHardState(buf []byte) ([]byte, error) {
+	hb, err := proto.Marshal(l.hs)
+	if err != nil {
+		return buf, err
+	}
+	l.hsDirty = false
+	return appendRecord(buf, recHardState, hb), nil
 }
 
 func syncDir(fs vfs.FS, dir string) error {
@@ -682,12 +691,10 @@ func (l *Log) Save(msgs []*pb.Message) (*pb.HardState, error) {
 		return newest, nil
 	}
 	if l.hsDirty {
-		hb, err := proto.Marshal(l.hs)
-		if err != nil {
+		var err error
+		if buf, err = l.appendHardState(buf); err != nil {
 			return nil, err
 		}
-		buf = appendRecord(buf, recHardState, hb)
-		l.hsDirty = false
 	}
 	if err := l.writeSynced(buf); err != nil {
 		return nil, err
@@ -777,15 +784,13 @@ func (l *Log) Restore(hs *pb.HardState, snap *pb.Snapshot, ents []*pb.Entry) err
 	for i, e := range ents {
 		buf, placed[i] = appendEntryAt(buf, seg, base, e)
 	}
-	hb, err := proto.Marshal(hs)
-	if err != nil {
+	l.hs = proto.Clone(hs).(*pb.HardState)
+	if buf, err = l.appendHardState(buf); err != nil {
 		return err
 	}
-	buf = appendRecord(buf, recHardState, hb)
 	if err := l.writeSynced(buf); err != nil {
 		return err
 	}
-	l.hs, l.hsDirty = proto.Clone(hs).(*pb.HardState), false
 	l.snap = proto.Clone(pb.EnsureSnapshot(snap)).(*pb.Snapshot)
 	l.resetTo(l.snap.GetMetadata().GetIndex(), l.snap.GetMetadata().GetTerm())
 	l.appendPlaced(placed)
@@ -812,13 +817,10 @@ func (l *Log) CreateSnapshot(index uint64, cs *pb.ConfState, data []byte) (*pb.S
 	if err != nil {
 		return nil, err
 	}
-	buf := appendRecord(l.buf[:0], recSnapshot, sb)
-	hb, err := proto.Marshal(l.hs)
+	buf, err := l.appendHardState(appendRecord(l.buf[:0], recSnapshot, sb))
 	if err != nil {
 		return nil, err
 	}
-	buf = appendRecord(buf, recHardState, hb)
-	l.hsDirty = false
 	if err := l.writeSynced(buf); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/stratadb/strata/internal/textdist"
 )
 
 // kind is how a flag's value is parsed (as etcd's flag package would).
@@ -445,31 +446,10 @@ func unknownFlag(name, what string) error {
 func Nearest(name string) string {
 	best, bestD := "", -1
 	for _, n := range Names() {
-		d := distance(name, n)
+		d := textdist.Levenshtein(name, n)
 		if bestD < 0 || d < bestD || (d == bestD && len(n) < len(best)) {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein distance of a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
