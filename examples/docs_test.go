@@ -50,7 +50,6 @@ func anchors(text string) map[string]bool {
 	return out
 }
 
-
 var fence = regexp.MustCompile("(?ms)^```.*?^```")
 
 // stripFences blanks fenced code blocks, whose lines are not headings or
