@@ -24,19 +24,24 @@ import (
 //
 // While any member's NOSPACE alarm is raised, the applier refuses what
 // etcd's capped applier refuses (capped): puts, txns with a put and lease
-// grants.
+// grants. While any member's CORRUPT alarm is raised, it refuses what
+// etcd's corrupt applier refuses (corruptRefused): every write.
 type alarmStore struct {
 	store *mvcc.Store
 	log   engine.Logger
 	// cause, if set, says why this member raised an alarm (the
-	// spaceGuard's last finding), for the log line of its activation.
-	cause func(member uint64) string
+	// spaceGuard's last finding, the first damage corruptWatch saw), for
+	// the log line of its activation.
+	cause func(member uint64, at pb.AlarmType) string
 
 	mu     sync.Mutex
 	alarms map[alarmKey]bool
 	// noSpace is whether any NOSPACE alarm is raised: read by every write
 	// the applier applies and by /health.
 	noSpace atomic.Bool
+	// corrupt is whether any CORRUPT alarm is raised: read by every
+	// command the applier applies.
+	corrupt atomic.Bool
 }
 
 type alarmKey struct {
@@ -86,11 +91,13 @@ func (a *alarmStore) reload() error {
 }
 
 func (a *alarmStore) setFlagsLocked() {
-	ns := false
+	ns, cr := false, false
 	for k := range a.alarms {
 		ns = ns || k.alarm == pb.AlarmType_NOSPACE
+		cr = cr || k.alarm == pb.AlarmType_CORRUPT
 	}
 	a.noSpace.Store(ns)
+	a.corrupt.Store(cr)
 }
 
 // get lists the alarms of type at (all of them for NONE), by member and
@@ -183,12 +190,15 @@ func (a *alarmStore) logChange(k alarmKey, raised bool) {
 	}
 	var why []string
 	if a.cause != nil {
-		if c := a.cause(k.member); c != "" {
+		if c := a.cause(k.member, k.alarm); c != "" {
 			why = append(why, c)
 		}
 	}
 	if k.alarm == pb.AlarmType_NOSPACE {
 		why = append(why, "puts, txns that write and lease grants fail with \"etcdserver: mvcc: database space exceeded\" until `etcdctl alarm disarm`")
+	}
+	if k.alarm == pb.AlarmType_CORRUPT {
+		why = append(why, "writes fail with \"etcdserver: corrupt cluster\" until `etcdctl alarm disarm`")
 	}
 	a.log.Errorf("server: alarm %s raised by member %x: %s", k.alarm, k.member, strings.Join(why, "; "))
 }

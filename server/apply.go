@@ -218,6 +218,14 @@ func (a *applier) apply(b *mvcc.Batch, index uint64, r *pb.InternalRaftRequest) 
 	if r.Alarm != nil {
 		return a.alarms.apply(index, r.Alarm)
 	}
+	if a.alarms.corrupt.Load() && corruptRefused(r) {
+		// etcd's corrupt applier, outermost: refused on every member
+		// alike while a CORRUPT alarm is raised.
+		if err := b.Skip(index); err != nil {
+			return nil, err
+		}
+		return nil, errCorrupt
+	}
 	if a.alarms.noSpace.Load() && capped(r) {
 		// etcd's capped applier, before its auth applier: refused on
 		// every member alike while a NOSPACE alarm is raised.

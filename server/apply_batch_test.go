@@ -16,7 +16,7 @@ import (
 // openApplier opens an applier over a store in a temporary directory,
 // with the engine's sync = true (so each engine commit is one WAL sync),
 // closed with the test.
-func openApplier(t *testing.T) (*applier, *engine.DB) {
+func openApplier(t testing.TB) (*applier, *engine.DB) {
 	t.Helper()
 	cfg := config.ServeDefault()
 	cfg.DBPath = t.TempDir()
@@ -47,7 +47,7 @@ func openApplier(t *testing.T) (*applier, *engine.DB) {
 // one that does not decode, one the store does not know, and a
 // compaction and lease grants and revocations, which apply by
 // themselves between staged runs.
-func applyCommands(t *testing.T) [][]byte {
+func applyCommands(t testing.TB) [][]byte {
 	big := func(c byte) []byte { return bytes.Repeat([]byte{c}, 3<<10) }
 	put := func(k string, v []byte, prev bool) *pb.InternalRaftRequest {
 		return &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(k), Value: v, PrevKv: prev}}

@@ -63,9 +63,6 @@ func rangeOptions(r *pb.RangeRequest) (key, end []byte, opts mvcc.RangeOptions, 
 	if _, ok := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
 		return nil, nil, opts, errInvalidSort
 	}
-	if r.Limit < 0 {
-		return nil, nil, opts, invalid("limit %d is negative", r.Limit)
-	}
 	opts = mvcc.RangeOptions{Rev: r.Revision, KeysOnly: r.KeysOnly, CountOnly: r.CountOnly}
 	if r.Limit > 0 && !needsAll(r) {
 		opts.Limit = r.Limit + 1

@@ -25,6 +25,10 @@ var (
 	errInvalid = errors.New("server: invalid request")
 	// errValueTooLarge is a value over server.max_value_bytes.
 	errValueTooLarge = errors.New("server: value is too large")
+	// errRequestTooLarge is a proposal whose encoding is over
+	// server.max_request_bytes (etcd's ErrRequestTooLarge, checked as
+	// etcd does before proposing).
+	errRequestTooLarge = errors.New("server: request is too large")
 	// errNoSpace is a write refused for space: over quota_backend_bytes
 	// or min_free_disk_bytes, or while a NOSPACE alarm is raised (etcd's
 	// ErrNoSpace, "etcdserver: mvcc: database space exceeded").
@@ -79,11 +83,14 @@ var errorTable = []errorRow{
 	{err: mvcc.ErrValueProvided, grpc: rpctypes.ErrGRPCValueProvided},
 	{err: mvcc.ErrLeaseProvided, grpc: rpctypes.ErrGRPCLeaseProvided},
 	{err: errTooManyOps, grpc: rpctypes.ErrGRPCTooManyOps},
+	{err: errRequestTooLarge, grpc: rpctypes.ErrGRPCRequestTooLarge},
 	{err: errInvalidSort, grpc: rpctypes.ErrGRPCInvalidSortOption},
 	{err: errNoSpace, grpc: rpctypes.ErrGRPCNoSpace},
 	// The engine's disk guard refused the write: the disk is full below
 	// the free-space floor (see engine.ErrNoSpace).
 	{err: engine.ErrNoSpace, grpc: rpctypes.ErrGRPCNoSpace},
+	// A write refused while a CORRUPT alarm is raised (corrupt.go).
+	{err: errCorrupt, grpc: rpctypes.ErrGRPCCorrupt},
 	{err: mvcc.ErrKeyTooLarge, code: codes.InvalidArgument},
 	{err: mvcc.ErrValueTooLarge, code: codes.InvalidArgument},
 	{err: errValueTooLarge, code: codes.InvalidArgument},
@@ -100,6 +107,10 @@ var errorTable = []errorRow{
 	// The store failed, or is closed: the node stops.
 	{err: mvcc.ErrClosed, grpc: rpctypes.ErrGRPCStopped, stops: true},
 	{err: mvcc.ErrCorrupt, code: codes.Internal, stops: true},
+	// A damaged block of a table or blob file (corrupt.go): a read gets
+	// etcd's DataLoss "etcdserver: corrupt cluster"; apply that meets one
+	// stops, as on any failed read of the store.
+	{err: engine.ErrCorruption, grpc: rpctypes.ErrGRPCCorrupt, stops: true},
 
 	// The cluster's: never a result of apply, so none is the command's.
 	{err: cluster.ErrNoLeader, grpc: rpctypes.ErrGRPCNoLeader, stops: true},

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/mvcc"
@@ -37,6 +39,9 @@ type raftKV interface {
 	readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error)
 	// checkValue enforces server.max_value_bytes.
 	checkValue(v []byte) error
+	// overRequest returns the error of a request over
+	// server.max_request_bytes if r is one, else err.
+	overRequest(r *pb.InternalRaftRequest, err error) error
 	// checkSpace refuses a write of cost bytes that does not fit the
 	// quota or the free-space floor (spaceGuard.check).
 	checkSpace(cost int64) error
@@ -112,10 +117,14 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := k.kv.checkSpace(putCost(r)); err != nil {
 		return nil, toGRPC(err)
 	}
-	if err := k.kv.checkValue(r.Value); err != nil {
+	if err := checkPut(r); err != nil {
 		return nil, toGRPC(err)
 	}
-	resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{Put: r})
+	req := &pb.InternalRaftRequest{Put: r}
+	if err := k.kv.checkValue(r.Value); err != nil {
+		return nil, toGRPC(k.kv.overRequest(req, err))
+	}
+	resp, err := k.kv.propose(ctx, req)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -125,6 +134,9 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 }
 
 func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	if err := checkDelete(r); err != nil {
+		return nil, toGRPC(err)
+	}
 	resp, err := k.kv.propose(ctx, &pb.InternalRaftRequest{DeleteRange: r})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -138,11 +150,11 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err := k.kv.checkSpace(txnCost(r)); err != nil {
 		return nil, toGRPC(err)
 	}
-	if err := checkTxnSize(r, maxTxnOps); err != nil {
+	if err := checkTxn(r, maxTxnOps); err != nil {
 		return nil, toGRPC(err)
 	}
 	if err := eachPut(r, func(p *pb.PutRequest) error { return k.kv.checkValue(p.Value) }); err != nil {
-		return nil, toGRPC(err)
+		return nil, toGRPC(k.kv.overRequest(&pb.InternalRaftRequest{Txn: r}, err))
 	}
 	var out *pb.TxnResponse
 	if readOnly(r) {
@@ -233,6 +245,28 @@ func (s *Server) readTxn(r *pb.TxnRequest) (*pb.TxnResponse, error) { return run
 
 // checkValue enforces server.max_value_bytes.
 func (s *Server) checkValue(v []byte) error { return s.checkValueSize(len(v)) }
+
+// checkRequestSize refuses a proposal of n bytes over
+// server.max_request_bytes, as etcd's processInternalRaftRequestOnce
+// does: the bound of every log entry, whatever the request.
+func (s *Server) checkRequestSize(n int) error {
+	if int64(n) > s.cfg.Server.MaxRequestBytes {
+		return fmt.Errorf("%w: %d bytes, server.max_request_bytes = %d", errRequestTooLarge, n, s.cfg.Server.MaxRequestBytes)
+	}
+	return nil
+}
+
+// overRequest returns the error of a proposal of r over
+// server.max_request_bytes if r is one, else err: a value over
+// max_value_bytes in a request over max_request_bytes is etcd's "request
+// is too large" (etcd has no value limit of its own; propose measures
+// the requests that pass).
+func (s *Server) overRequest(r *pb.InternalRaftRequest, err error) error {
+	if serr := s.checkRequestSize(proto.Size(r)); serr != nil {
+		return serr
+	}
+	return err
+}
 
 // checkValueSize is checkValue for a value of n bytes.
 func (s *Server) checkValueSize(n int) error {

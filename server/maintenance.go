@@ -148,6 +148,8 @@ func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenanc
 		switch {
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 			return nil
+		case errors.Is(err, engine.ErrCorruption):
+			return toGRPC(err) // etcd's "corrupt cluster", as a Range's
 		case err != nil:
 			return status.Errorf(codes.Internal, "etcdserver: snapshot: %v", err)
 		}

@@ -75,6 +75,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "The number of failed proposals: no leader, a timeout, a stopped member (etcd's name)."})
 	m.registry.MustRegister(m.proposalsPending, m.proposalsFailed, m.grpc, m.clientBytes.sent, m.clientBytes.received)
 	m.registry.MustRegister(etcdMetrics(s)...)
+	m.registry.MustRegister(s.stall.stalls)
 	m.registry.MustRegister(s.store.Collectors()...)
 	m.registry.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -29,7 +29,9 @@ import (
 //     failed: reason" line per check otherwise. ?exclude=NAME leaves a
 //     check out; /livez/NAME and /readyz/NAME run one.
 //     livez: serializable_read. readyz: data_corruption (a CORRUPT
-//     alarm), serializable_read, linearizable_read, non_learner.
+//     alarm), disk_stall (beyond etcd: a disk operation in flight past
+//     stallBound, stall.go), serializable_read, linearizable_read,
+//     non_learner.
 //
 // Beyond etcd, whose client listener opens only once the member is
 // ready: a member that has not caught up with the cluster since it
@@ -119,10 +121,11 @@ func (s *Server) livez() *probeRegistry {
 }
 
 // readyz is etcd's: no CORRUPT alarm, a local read and one with the
-// cluster's consensus, and not a learner.
+// cluster's consensus, and not a learner; and no disk stall.
 func (s *Server) readyz() *probeRegistry {
 	return &probeRegistry{kind: "readyz", checks: []probeCheck{
 		{"data_corruption", s.alarmProbe(pb.AlarmType_CORRUPT)},
+		{"disk_stall", s.stall.check},
 		{"serializable_read", func(ctx context.Context) error { return s.readyRead(ctx, true) }},
 		{"linearizable_read", func(ctx context.Context) error { return s.readyRead(ctx, false) }},
 		{"non_learner", s.learnerProbe},

@@ -28,7 +28,7 @@ func checkProbes(t *testing.T, s *Server, probes []probe) {
 	}
 }
 
-const readyzVerbose = "[+]data_corruption ok\n[+]serializable_read ok\n[+]linearizable_read ok\n[+]non_learner ok\n"
+const readyzVerbose = "[+]data_corruption ok\n[+]disk_stall ok\n[+]serializable_read ok\n[+]linearizable_read ok\n[+]non_learner ok\n"
 
 // TestProbes checks /livez and /readyz as etcd 3.6+ serves them: "ok\n",
 // the checks listed with ?verbose, one check by its path, ?exclude, 405
@@ -43,7 +43,7 @@ func TestProbes(t *testing.T) {
 		{"/readyz", 200, "ok\n"},
 		{"/readyz?verbose", 200, readyzVerbose + "ok\n"},
 		{"/readyz?verbose&exclude=non_learner&exclude=no_such_check", 200,
-			"[+]data_corruption ok\n[+]serializable_read ok\n[+]linearizable_read ok\nok\n"},
+			"[+]data_corruption ok\n[+]disk_stall ok\n[+]serializable_read ok\n[+]linearizable_read ok\nok\n"},
 		{"/readyz/linearizable_read?verbose", 200, "[+]linearizable_read ok\nok\n"},
 		{"/readyz/non_learner", 200, "ok\n"},
 	})
@@ -63,7 +63,7 @@ func TestProbes(t *testing.T) {
 	}
 	waitAlarms(t, c, corrupt)
 	checkProbes(t, s, []probe{
-		{"/readyz", 503, "[-]data_corruption failed: alarm activated: CORRUPT\n[+]serializable_read ok\n[+]linearizable_read ok\n[+]non_learner ok\n\n"},
+		{"/readyz", 503, "[-]data_corruption failed: alarm activated: CORRUPT\n[+]disk_stall ok\n[+]serializable_read ok\n[+]linearizable_read ok\n[+]non_learner ok\n\n"},
 		{"/readyz/data_corruption", 503, "[-]data_corruption failed: alarm activated: CORRUPT\n\n"},
 		{"/readyz?exclude=data_corruption", 200, "ok\n"},
 		{"/livez", 200, "ok\n"},
@@ -93,7 +93,7 @@ func TestProbesNoLeader(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	checkProbes(t, s, []probe{
 		{"/livez", 200, "ok\n"},
-		{"/readyz", 503, "[+]data_corruption ok\n[+]serializable_read ok\n[-]linearizable_read failed: etcdserver: no leader\n[+]non_learner ok\n\n"},
+		{"/readyz", 503, "[+]data_corruption ok\n[+]disk_stall ok\n[+]serializable_read ok\n[-]linearizable_read failed: etcdserver: no leader\n[+]non_learner ok\n\n"},
 		{"/readyz?exclude=linearizable_read", 200, "ok\n"},
 		{"/health", 503, `{"health":"false","reason":"RAFT NO LEADER"}` + "\n"},
 		{"/health?serializable=true", 200, `{"health":"true","reason":""}`},
@@ -124,6 +124,6 @@ func TestProbesNotCaughtUp(t *testing.T) {
 	const notCaughtUp = "failed: etcdserver: member has not caught up with the cluster yet\n"
 	checkProbes(t, s, []probe{
 		{"/livez", 200, "ok\n"},
-		{"/readyz", 503, "[+]data_corruption ok\n[-]serializable_read " + notCaughtUp + "[-]linearizable_read " + notCaughtUp + "[+]non_learner ok\n\n"},
+		{"/readyz", 503, "[+]data_corruption ok\n[+]disk_stall ok\n[-]serializable_read " + notCaughtUp + "[-]linearizable_read " + notCaughtUp + "[+]non_learner ok\n\n"},
 	})
 }

@@ -243,9 +243,12 @@ func (s *Server) raiseNoSpace(why string) {
 }
 
 // alarmCause is the reason this member raised an alarm, for its log line.
-func (s *Server) alarmCause(member uint64) string {
+func (s *Server) alarmCause(member uint64, at pb.AlarmType) string {
 	if member != s.selfID.Load() {
 		return ""
+	}
+	if at == pb.AlarmType_CORRUPT {
+		return s.corrupt.cause()
 	}
 	if c := s.spaceCause.Load(); c != nil {
 		return *c

@@ -87,7 +87,7 @@ func (s *Server) rangeStream(ctx context.Context, r *pb.RangeRequest, send func(
 		return send(&pb.RangeResponse{Header: header(resp.Header.Revision), Count: resp.Count})
 	}
 	total := q.Limit
-	if total == 0 {
+	if total <= 0 { // as in Range, a negative limit is none
 		total = math.MaxInt64
 	}
 	q.Limit = min(firstStreamChunk, total)

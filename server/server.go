@@ -101,6 +101,10 @@ type Server struct {
 	// compactor is server.auto_compaction_* (autocompact.go); nil when
 	// off.
 	compactor *autoCompactor
+	// corrupt raises CORRUPT on damage the engine meets (corrupt.go);
+	// stall watches the disk for stalls (stall.go).
+	corrupt *corruptWatch
+	stall   *stallWatch
 }
 
 // Start opens the store that cfg describes, starts listening on
@@ -123,7 +127,8 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		engineCfg = cfg.Clone()
 		engineCfg.Sync = false
 	}
-	if s.db, err = engine.Open(engineCfg, engine.Options{Logger: opts.Logger}); err != nil {
+	s.corrupt, s.stall = newCorruptWatch(opts.Logger), newStallWatch(opts.Logger)
+	if s.db, err = engine.Open(engineCfg, s.engineOptions(opts)); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
@@ -177,6 +182,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if s.node, err = newNode(s.apply, s.ids); err != nil {
 		return fail(err)
 	}
+	if inst, ok := s.node.(cluster.Instrumented); ok {
+		s.stall.raftSync = inst.LogSyncInFlight
+	}
 	autoCompact, err := cfg.Server.AutoCompaction()
 	if err != nil {
 		return fail(err)
@@ -196,6 +204,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		defer close(s.spaceDone)
 		s.space.run(s.streams, s.raiseNoSpace)
 	}()
+	go s.corrupt.run(s.streams, s.raiseCorrupt)
 	if err := s.serve(); err != nil {
 		s.cancelStreams()
 		return fail(err)
@@ -240,6 +249,7 @@ func (s *Server) Close() error {
 		s.lease.stop()
 		s.shutdownListeners()
 		<-s.spaceDone // it stops with the streams
+		<-s.corrupt.done
 		var errs []error
 		if err := s.node.Stop(); err != nil && !errors.Is(err, cluster.ErrStopped) {
 			errs = append(errs, err)
@@ -301,6 +311,9 @@ func (s *Server) propose(ctx context.Context, r *pb.InternalRaftRequest) (proto.
 	}
 	data, err := proto.Marshal(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRequestSize(len(data)); err != nil {
 		return nil, err
 	}
 	s.metrics.proposalsPending.Inc()

@@ -491,7 +491,7 @@ func (s *Server) v2FailAt(w http.ResponseWriter, code int, cause, detail string,
 func (s *Server) v2FailErr(w http.ResponseWriter, key string, err error) {
 	code := v2RaftInternal
 	switch {
-	case errors.Is(err, errValueTooLarge), errors.Is(err, errInvalid):
+	case errors.Is(err, errValueTooLarge), errors.Is(err, errRequestTooLarge), errors.Is(err, errInvalid):
 		code = v2InvalidField
 	default:
 		if st := toGRPC(err); st != nil && strings.Contains(st.Error(), "no leader") {
