@@ -103,7 +103,7 @@ func TestDocsLinksResolve(t *testing.T) {
 // strataCommand finds the strata command lines of a page's code blocks
 // (indented or fenced): "strata ..." or "go run ./cmd/strata ...", with
 // continuation lines joined, cut at a pipe, redirection or &&.
-var strataCommand = regexp.MustCompile(`^(?:\$ )?(?:strata|/tmp/strata|go run \./cmd/strata) (.*)$`)
+var strataCommand = regexp.MustCompile(`^(?:\$ )?(?:strata|\./strata|/tmp/strata|go run \./cmd/strata) (.*)$`)
 
 func commandLines(text string) [][]string {
 	var out [][]string
