@@ -332,6 +332,7 @@ func (g *diskGuard) run() {
 	for {
 		select {
 		case <-g.stopc:
+			g.deliver() // every transition is reported, the last ones too
 			return
 		case <-t.C:
 		case <-g.kick:

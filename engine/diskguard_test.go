@@ -353,6 +353,8 @@ func TestDiskGuardFloor(t *testing.T) {
 	if n := reserves(); n != 2 {
 		t.Fatalf("%d reserve files after clearing, want 2", n)
 	}
+	// OnDiskFull runs on the guard's goroutine, after DiskStatus changed.
+	waitFor(t, 5*time.Second, "OnDiskFull did not see the guard clear", func() bool { return len(tr.get()) >= 2 })
 	if got := tr.get(); len(got) != 2 || !got[0] || got[1] {
 		t.Errorf("OnDiskFull saw %v, want [true false]", got)
 	}
