@@ -13,49 +13,88 @@ import (
 
 // slowSyncFS delays every sync by a few milliseconds, as a disk does: a
 // member that acknowledged an append before its write was durable would be
-// caught in the gap.
-type slowSyncFS struct{ vfs.FS }
+// caught in the gap. Every change it makes holds freeze for reading, so
+// that the crash, holding it for writing, clones the three members' file
+// systems at one instant: cloned one after the other while the members
+// run, a leader's copy could record a commit that its followers' copies,
+// taken earlier, had not yet acknowledged.
+type slowSyncFS struct {
+	vfs.FS
+	freeze *sync.RWMutex
+}
 
 const syncDelay = 3 * time.Millisecond
 
-func (fs slowSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, c)
+func (fs slowSyncFS) wrap(f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slowSyncFile{f}, nil
+	return slowSyncFile{f, fs.freeze}, nil
+}
+
+func (fs slowSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	fs.freeze.RLock()
+	defer fs.freeze.RUnlock()
+	return fs.wrap(fs.FS.Create(name, c))
 }
 
 func (fs slowSyncFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	f, err := fs.FS.OpenReadWrite(name, c, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return slowSyncFile{f}, nil
+	fs.freeze.RLock()
+	defer fs.freeze.RUnlock()
+	return fs.wrap(fs.FS.OpenReadWrite(name, c, opts...))
 }
 
 func (fs slowSyncFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
-	if err != nil {
-		return nil, err
-	}
-	return slowSyncFile{f}, nil
+	fs.freeze.RLock()
+	defer fs.freeze.RUnlock()
+	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, c))
 }
 
-type slowSyncFile struct{ vfs.File }
+func (fs slowSyncFS) OpenDir(name string) (vfs.File, error) {
+	return fs.wrap(fs.FS.OpenDir(name))
+}
+
+func (fs slowSyncFS) Rename(oldname, newname string) error {
+	fs.freeze.RLock()
+	defer fs.freeze.RUnlock()
+	return fs.FS.Rename(oldname, newname)
+}
+
+func (fs slowSyncFS) Remove(name string) error {
+	fs.freeze.RLock()
+	defer fs.freeze.RUnlock()
+	return fs.FS.Remove(name)
+}
+
+type slowSyncFile struct {
+	vfs.File
+	freeze *sync.RWMutex
+}
+
+func (f slowSyncFile) Write(p []byte) (int, error) {
+	f.freeze.RLock()
+	defer f.freeze.RUnlock()
+	return f.File.Write(p)
+}
 
 func (f slowSyncFile) Sync() error {
 	time.Sleep(syncDelay)
+	f.freeze.RLock()
+	defer f.freeze.RUnlock()
 	return f.File.Sync()
 }
 
 func (f slowSyncFile) SyncData() error {
 	time.Sleep(syncDelay)
+	f.freeze.RLock()
+	defer f.freeze.RUnlock()
 	return f.File.SyncData()
 }
 
 func (f slowSyncFile) SyncTo(length int64) (bool, error) {
 	time.Sleep(syncDelay)
+	f.freeze.RLock()
+	defer f.freeze.RUnlock()
 	return f.File.SyncTo(length)
 }
 
@@ -71,10 +110,11 @@ func (f slowSyncFile) SyncTo(length int64) (bool, error) {
 func TestRaftLogCrash(t *testing.T) {
 	fss := map[string]*vfs.MemFS{"s1": vfs.NewCrashableMem(), "s2": vfs.NewCrashableMem(), "s3": vfs.NewCrashableMem()}
 	var fsMu sync.Mutex
+	var freeze sync.RWMutex
 	c := newTestCluster(t, 3, func(cfg *RaftConfig) {
 		fsMu.Lock()
 		defer fsMu.Unlock()
-		cfg.logFS = slowSyncFS{fss[cfg.Name]}
+		cfg.logFS = slowSyncFS{fss[cfg.Name], &freeze}
 		// The state machine starts empty after the crash: it rebuilds from
 		// the log, so no snapshot may truncate it.
 		cfg.SnapshotEntries = 1 << 30
@@ -108,12 +148,14 @@ func TestRaftLogCrash(t *testing.T) {
 		defer ackedMu.Unlock()
 		return len(acked) >= 300
 	})
+	freeze.Lock()
 	crashing.Store(true)
 	fsMu.Lock()
 	for name, fs := range fss {
 		fss[name] = fs.CrashClone(vfs.CrashCloneCfg{})
 	}
 	fsMu.Unlock()
+	freeze.Unlock()
 	cancel()
 	wg.Wait()
 	for i := range c.nodes {

@@ -30,15 +30,18 @@ type logMeta struct {
 // objects of 14 KB would otherwise keep 10,000 entries, 140 MB, per member.
 const (
 	// snapshotBytes: a snapshot (and a truncation) once the entries since
-	// the last one pass this size, whatever SnapshotEntries says.
-	snapshotBytes = 32 << 20
+	// the last one pass this size, whatever SnapshotEntries says. A
+	// snapshot here costs one sync of the store's WAL, so taking them
+	// often is cheap, and the log holds less between them.
+	snapshotBytes = 16 << 20
 	// catchUpBytes bounds the entries kept behind a snapshot for followers
 	// a little behind (with CatchUpEntries); one further behind gets the
 	// state machine's snapshot.
 	catchUpBytes = 32 << 20
 	// segmentBytes is the raft log's segment size: the granularity of
-	// truncation.
-	segmentBytes = 16 << 20
+	// truncation (a member's log holds up to one segment more than it
+	// needs).
+	segmentBytes = 8 << 20
 )
 
 // openLogStore opens (creating if needed) the member's raft log under

@@ -236,6 +236,13 @@ func (t *transport) send(msgs []*pb.Message) {
 
 // handleStream serves GET /raft/stream: the asking member's messages are
 // written to it as they come, each batch flushed, until either side stops.
+//
+// The connection is taken over from net/http once the request is checked
+// (Hijack), and the messages are written to it raw after a response head
+// without a length (the body ends when the connection closes): through
+// net/http's chunked encoding, a flush of a batch cost three writes to
+// the socket (the chunk's size, its bytes, its end) and the reader a
+// small read for each chunk's size; here a batch is one write.
 func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 	from, ok := t.checkSender(w, r, http.MethodGet)
 	if !ok {
@@ -248,17 +255,34 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("member %x is not a member known to %x (yet)", from, t.n.id), http.StatusNotFound)
 		return
 	}
-	flusher, ok := w.(http.Flusher)
+	hj, ok := w.(http.Hijacker)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		t.n.logf("stream to peer %x: %v", p.id, err)
+		return
+	}
+	defer conn.Close()
+	// net/http may have set deadlines for the request; the stream has none.
+	_ = conn.SetDeadline(time.Time{})
+	// The peer sends nothing after its request: a read returns when the
+	// connection closes, which ends the stream even while no message is
+	// waiting for it.
+	closed := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, rw.Reader)
+		close(closed)
+	}()
+	bw := bufio.NewWriterSize(conn, 64<<10)
+	bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n")
+	if err := bw.Flush(); err != nil {
+		return
+	}
 	p.streams.Add(1)
 	defer p.streams.Add(-1)
-	bw := bufio.NewWriterSize(w, 64<<10)
 	var lenBuf [binary.MaxVarintLen64]byte
 	var buf []byte
 	for {
@@ -269,7 +293,7 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-t.stopc:
 			return
-		case <-r.Context().Done():
+		case <-closed:
 			return
 		}
 		unflushed := 0
@@ -296,7 +320,6 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 			t.metrics.sendFailed(p.id)
 			return
 		}
-		flusher.Flush()
 		t.metrics.sent(p.id, unflushed)
 	}
 }

@@ -31,6 +31,12 @@ func (fs *crashAtFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, err
 	return crashAtFile{f, fs}, err
 }
 
+func (fs *crashAtFS) ReuseForWrite(o, n string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	fs.step()
+	f, err := fs.MemFS.ReuseForWrite(o, n, c)
+	return crashAtFile{f, fs}, err
+}
+
 func (fs *crashAtFS) Rename(o, n string) error { fs.step(); return fs.MemFS.Rename(o, n) }
 func (fs *crashAtFS) Remove(name string) error { fs.step(); return fs.MemFS.Remove(name) }
 func (fs *crashAtFS) OpenDir(name string) (vfs.File, error) {
@@ -56,7 +62,7 @@ func (f crashAtFile) SyncData() error             { f.fs.step(); return f.File.S
 func TestLogCrashAtEveryStep(t *testing.T) {
 	const entries = 60
 	data := func(i uint64) string { return fmt.Sprintf("entry %d %0200d", i, i) }
-	opts := Options{SegmentBytes: 1 << 10, CacheBytes: 256}
+	opts := Options{SegmentBytes: 1 << 10, CacheBytes: 256, spareInline: true}
 	run := func(fs vfs.FS, acked func(last, snap uint64)) {
 		l, err := Open(fs, "/wal", opts)
 		if err != nil {

@@ -29,6 +29,16 @@
 // bad record anywhere else is corruption, reported with the file and
 // offset.
 //
+// Segments are written over zeros: each is a spare file filled with zeros
+// and fsynced ahead of time (in the background while the segment before
+// fills), so a batch's fdatasync overwrites blocks the file system has
+// already allocated and has no metadata to journal. Appending to a
+// growing file instead costs each fdatasync an update of the file's size
+// and extents: measured on ext4 with 14 KB batches, about twice the CPU
+// and the latency per fsync. This is why Pebble recycles its WAL files
+// and etcd preallocates its WAL segments. The records of a segment end
+// where its zeros begin.
+//
 // Memory: the index of every entry in the log (its term and place on
 // disk, 32 bytes) and the newest entries themselves, up to
 // Options.CacheBytes (the entries the apply goroutine and the followers'
@@ -96,6 +106,11 @@ type Options struct {
 	// member's log): nothing is written, a torn end is left as it is, and
 	// every write returns ErrReadOnly.
 	ReadOnly bool
+
+	// spareInline prepares the spare segment in the goroutine that needs
+	// it next rather than in the background, so that the file system's
+	// changes come in one order (the crash tests count them).
+	spareInline bool
 }
 
 func (o Options) withDefaults() Options {
@@ -153,7 +168,16 @@ type Log struct {
 	segs []*segment // oldest first; the last is written
 	w    vfs.File
 	buf  []byte
+
+	// spareReady: spareName holds a zeroed segment, fsynced, for the next
+	// segment to take. spareDone is open while one is being prepared.
+	spareReady bool
+	spareDone  chan struct{}
 }
+
+// spareName is the zeroed file the next segment is made of. Open removes
+// one left by a crash (as every *.wal.tmp): it may not be whole.
+const spareName = "spare.wal.tmp"
 
 // entryLoc is where an entry's record is.
 type entryLoc struct {
@@ -237,6 +261,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	if len(seqs) > 0 {
 		next = seqs[len(seqs)-1] + 1
 	}
+	l.spareReady = l.prepareSpare() == nil
 	if err := l.startSegment(next); err != nil {
 		l.closeFiles()
 		return nil, err
@@ -262,6 +287,9 @@ func (l *Log) replay(seq uint64, last bool) error {
 	off := 0
 	for off < len(data) {
 		kind, payload, n, ok := decodeRecord(data[off:])
+		if !ok && allZero(data[off:]) {
+			break // the segment's unwritten zeros
+		}
 		if !ok {
 			if !last {
 				return fmt.Errorf("%w: %s: a damaged record at offset %d of %d bytes", ErrCorrupt, name, off, len(data))
@@ -283,6 +311,15 @@ func (l *Log) replay(seq uint64, last bool) error {
 	}
 	seg.size = int64(off)
 	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // cutSegment replaces segment name with its first bytes: vfs files have
@@ -412,7 +449,7 @@ func (l *Log) settle() error {
 // head, and makes it the one written.
 func (l *Log) startSegment(seq uint64) error {
 	name := l.fs.PathJoin(l.dir, segmentName(seq))
-	f, err := l.fs.Create(name, vfs.WriteCategoryUnspecified)
+	f, err := l.createSegment(name)
 	if err != nil {
 		return fmt.Errorf("raftwal: %w", err)
 	}
@@ -459,7 +496,67 @@ func (l *Log) startSegment(seq uint64) error {
 	}
 	l.w = f
 	l.segs = append(l.segs, seg)
+	l.startSpare()
 	return nil
+}
+
+// createSegment makes the file of a new segment: the spare, renamed, if
+// one is ready; else a new, empty file (appended to, as it grows).
+func (l *Log) createSegment(name string) (vfs.File, error) {
+	if l.spareReady {
+		l.spareReady = false
+		f, err := l.fs.ReuseForWrite(l.fs.PathJoin(l.dir, spareName), name, vfs.WriteCategoryUnspecified)
+		if err == nil {
+			return f, nil
+		}
+	}
+	return l.fs.Create(name, vfs.WriteCategoryUnspecified)
+}
+
+// startSpare prepares the next segment's spare, in the background unless
+// Options.spareInline. Called with mu held.
+func (l *Log) startSpare() {
+	if l.spareReady || l.spareDone != nil || l.opts.ReadOnly {
+		return
+	}
+	if l.opts.spareInline {
+		l.spareReady = l.prepareSpare() == nil
+		return
+	}
+	done := make(chan struct{})
+	l.spareDone = done
+	go func() {
+		defer close(done)
+		err := l.prepareSpare()
+		l.mu.Lock()
+		l.spareReady, l.spareDone = err == nil, nil
+		l.mu.Unlock()
+	}()
+}
+
+// prepareSpare writes spareName: SegmentBytes of zeros, fsynced. Its
+// directory entry is made durable when a segment takes it. A spare that
+// fails is removed (a segment is then created without one).
+func (l *Log) prepareSpare() error {
+	name := l.fs.PathJoin(l.dir, spareName)
+	f, err := l.fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	zeros := make([]byte, min(l.opts.SegmentBytes, 1<<20))
+	for left := l.opts.SegmentBytes; left > 0 && err == nil; left -= int64(len(zeros)) {
+		_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = l.fs.Remove(name)
+	}
+	return err
 }
 
 // MkdirAllSynced creates dir and its missing parents, fsyncing each new
@@ -875,6 +972,12 @@ func (l *Log) Compact(index uint64) error {
 
 // Close closes the files. The Log is not used after.
 func (l *Log) Close() error {
+	l.mu.Lock()
+	done := l.spareDone
+	l.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var err error

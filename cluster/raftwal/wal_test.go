@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -337,6 +338,11 @@ func (fs blockingSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File,
 	return blockingSyncFile{f, fs.release}, err
 }
 
+func (fs blockingSyncFS) ReuseForWrite(o, n string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(o, n, c)
+	return blockingSyncFile{f, fs.release}, err
+}
+
 type blockingSyncFile struct {
 	vfs.File
 	release chan struct{}
@@ -378,4 +384,64 @@ func TestLogSyncInFlight(t *testing.T) {
 	if d, ok := l.SyncInFlight(); ok {
 		t.Fatalf("an fsync in flight for %v after it returned", d)
 	}
+}
+
+// TestLogSegmentsOverZeros: a new segment is a spare file of
+// SegmentBytes zeros that the records overwrite from its start, and the
+// log reopens from such segments (the zeros after the records of the
+// segment written last are its end, not a torn write to cut) with every
+// entry.
+func TestLogSegmentsOverZeros(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := small
+	opts.spareInline = true
+	l, err := Open(fs, "/wal", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Entries until a fourth segment is started: it holds one entry.
+	var n uint64
+	for n = 1; len(l.Segments()) < 4; n++ {
+		if _, err := l.Save([]*pb.Message{appendMsg(1, entry(1, n, strings.Repeat("z", 300)))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n--
+	newest := l.Segments()[3]
+	sizeOf := func(name string) int64 {
+		st, err := fs.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	if size := sizeOf(newest); size != opts.SegmentBytes {
+		t.Fatalf("the newest segment, with one entry, is %d bytes: not written over a spare of %d", size, opts.SegmentBytes)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(fs, "/wal", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if size := sizeOf(newest); size != opts.SegmentBytes {
+		t.Fatalf("reopening cut %s to %d bytes: its zeros were taken for a torn write", newest, size)
+	}
+	if first, last := mustIndexes(t, l); first != 1 || last != n {
+		t.Fatalf("reopened log holds %d..%d, want 1..%d", first, last, n)
+	}
+}
+
+func mustIndexes(t *testing.T, l *Log) (first, last uint64) {
+	t.Helper()
+	first, err := l.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, err = l.LastIndex(); err != nil {
+		t.Fatal(err)
+	}
+	return first, last
 }
