@@ -1,7 +1,10 @@
 package examples
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -208,4 +211,91 @@ func TestDocsStrataCommandsParse(t *testing.T) {
 		t.Fatal("no strata commands found")
 	}
 	t.Logf("%d strata commands parse", n)
+}
+
+// maxDocLines is the most lines a page of docs/ may have: a reader
+// finishes a page in about five minutes. The history (docs/history/) and
+// the raw results (docs/data/) are exempt: they are kept as written.
+const maxDocLines = 320
+
+// TestDocsPagesStayShort: every Markdown page of docs/, but for the
+// history and the raw results, and README.md stay within maxDocLines.
+func TestDocsPagesStayShort(t *testing.T) {
+	n := 0
+	for _, page := range docPages(t) {
+		rel := filepath.ToSlash(page)
+		if strings.HasPrefix(rel, "../docs/history/") || strings.HasPrefix(rel, "../docs/data/") {
+			continue
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if lines := strings.Count(string(b), "\n"); lines > maxDocLines {
+			t.Errorf("%s has %d lines, over the limit of %d: split it into pages of one reader each, or move what tells how a figure came about to docs/history/ (examples/docs_test.go, maxDocLines)",
+				strings.TrimPrefix(rel, "../"), lines, maxDocLines)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no pages found")
+	}
+	t.Logf("%d pages checked against %d lines", n, maxDocLines)
+}
+
+// vetAsEmbedded type-checks src as the program examples/embedded would be:
+// src takes the place of embedded/main.go through an overlay (nothing is
+// written to the tree) and go vet checks it, a build without the link.
+// tmp holds the copies; name tells them apart. It returns go vet's output
+// and error.
+func vetAsEmbedded(t *testing.T, tmp, name string, src []byte) ([]byte, error) {
+	t.Helper()
+	target, err := filepath.Abs(filepath.Join("embedded", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(tmp, name+".go")
+	if err := os.WriteFile(file, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := json.Marshal(map[string]map[string]string{"Replace": {target: file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovPath := filepath.Join(tmp, name+".json")
+	if err := os.WriteFile(ovPath, ov, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command("go", "vet", "-overlay="+ovPath, "./embedded").CombinedOutput()
+}
+
+// TestDocsGoCompiles type-checks every Go block of docs/ that is a whole
+// program (it starts with a package clause), as TestReadmeGoCompiles does
+// for README.md. Blocks that are fragments (no package clause) are left
+// out.
+func TestDocsGoCompiles(t *testing.T) {
+	tmp := t.TempDir()
+	n := 0
+	for _, page := range docPages(t) {
+		if page == "../README.md" || strings.Contains(page, "history") {
+			continue // README has its own test; the history tells of code as it was
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range goBlock.FindAllSubmatch(b, -1) {
+			if !strings.HasPrefix(strings.TrimSpace(string(m[1])), "package ") {
+				continue
+			}
+			n++
+			if out, err := vetAsEmbedded(t, tmp, fmt.Sprintf("block%d", n), m[1]); err != nil {
+				t.Errorf("%s: Go block %d does not compile: %v\n%s%s", page, i+1, err, out, m[1])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Go program found in docs/")
+	}
+	t.Logf("%d Go programs of docs/ compile", n)
 }
