@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -18,17 +19,53 @@ import (
 const (
 	kindCommand    byte = 1 // proposer ID, request ID, state machine command
 	kindAttributes byte = 2 // proposer ID, request ID, JSON Member (name, client URLs)
+	// kindCommandS2 is kindCommand with the command compressed (S2).
+	kindCommandS2 byte = 3
 )
 
 const proposalHeader = 1 + 8 + 8
 
+// compressFrom is the command size from which a proposal is compressed.
+// An entry's bytes cross the peer connections to every follower, are
+// written and fsynced in every member's raft log and held in its cache:
+// a Kubernetes object of 14 KB of JSON compresses about 3x with S2, for
+// some 20 us of one CPU at the proposer and a few at each member's apply.
+// A small command gains too little to pay for it.
+const compressFrom = 1 << 10
+
 func (n *raftNode) encodeProposal(kind byte, reqID uint64, body []byte) []byte {
+	if kind == kindCommand && len(body) >= compressFrom {
+		b := make([]byte, proposalHeader+s2.MaxEncodedLen(len(body)))
+		if c := s2.Encode(b[proposalHeader:], body); len(c) < len(body)-len(body)/8 {
+			b = b[:proposalHeader+len(c)]
+			n.putProposalHeader(b, kindCommandS2, reqID)
+			return b
+		}
+	}
 	b := make([]byte, proposalHeader+len(body))
+	n.putProposalHeader(b, kind, reqID)
+	copy(b[proposalHeader:], body)
+	return b
+}
+
+func (n *raftNode) putProposalHeader(b []byte, kind byte, reqID uint64) {
 	b[0] = kind
 	binary.BigEndian.PutUint64(b[1:], n.id)
 	binary.BigEndian.PutUint64(b[9:], reqID)
-	copy(b[proposalHeader:], body)
-	return b
+}
+
+// command returns the state machine command of a command entry's data
+// (isCommand), decompressed.
+func command(data []byte) ([]byte, error) {
+	_, _, body := proposal(data)
+	if data[0] != kindCommandS2 {
+		return body, nil
+	}
+	cmd, err := s2.Decode(nil, body)
+	if err != nil {
+		return nil, fmt.Errorf("a compressed command: %w", err)
+	}
+	return cmd, nil
 }
 
 // Propose implements Node.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -783,5 +784,55 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLargeCommandsCompressed: a command from compressFrom bytes on is
+// compressed in its entry (it crosses the peer connections and the raft
+// logs at a third of its size for Kubernetes-like JSON), and every
+// member's state machine gets it back whole, through a restart too (the
+// entries are then read back from the raft log's files). A small one is
+// left as it is.
+func TestLargeCommandsCompressed(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	lead := c.leader()
+	big := strings.Repeat(`{"kind":"Pod","metadata":{"name":"web-0","labels":{"app":"web"}}},`, 300)
+	if _, err := c.put((lead+1)%3, "big", big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.put(lead, "small", "v"); err != nil {
+		t.Fatal(err)
+	}
+	c.converge()
+	for i := range c.nodes {
+		if got := c.sms[i].get("big"); got != big {
+			t.Fatalf("member %d holds %d bytes for the big command's value, want %d", i, len(got), len(big))
+		}
+	}
+	w := c.nodes[lead].(*raftNode).log.wal
+	first, _ := w.FirstIndex()
+	last, _ := w.LastIndex()
+	ents, err := w.Entries(first, last+1, math.MaxUint64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[byte]int{}
+	for _, e := range ents {
+		if d := e.GetData(); isCommand(d) {
+			kinds[d[0]]++
+			if d[0] == kindCommandS2 && len(d) > len(big)/4 {
+				t.Fatalf("the compressed entry is %d bytes for a command of %d", len(d), len(big))
+			}
+		}
+	}
+	if kinds[kindCommandS2] != 1 || kinds[kindCommand] != 1 {
+		t.Fatalf("command entries by kind: %v, want one compressed and one plain", kinds)
+	}
+	c.stop(lead)
+	c.sms[lead] = newKVSM()
+	c.restart(lead)
+	c.converge()
+	if got := c.sms[lead].get("big"); got != big {
+		t.Fatalf("after a restart, the member holds %d bytes for the big value, want %d", len(got), len(big))
 	}
 }

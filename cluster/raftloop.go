@@ -376,7 +376,9 @@ func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 
 // isCommand reports whether a normal entry's data is a state machine
 // command.
-func isCommand(data []byte) bool { return len(data) >= proposalHeader && data[0] == kindCommand }
+func isCommand(data []byte) bool {
+	return len(data) >= proposalHeader && (data[0] == kindCommand || data[0] == kindCommandS2)
+}
 
 // proposal splits a proposal's data (at least proposalHeader bytes) into
 // its proposer, request ID and body.
@@ -391,11 +393,17 @@ func (n *raftNode) applyCommands(ents []*pb.Entry) error {
 		return nil
 	}
 	first, last := ents[0].GetIndex(), ents[len(ents)-1].GetIndex()
+	bodies := make([][]byte, len(ents))
+	for i, e := range ents {
+		var err error
+		if bodies[i], err = command(e.GetData()); err != nil {
+			return fmt.Errorf("cluster: entry %d: %w", e.GetIndex(), err)
+		}
+	}
 	b := n.sm.NewBatch()
 	results := make([]any, len(ents))
 	for i, e := range ents {
-		_, _, body := proposal(e.GetData())
-		res, err := b.Stage(e.GetIndex(), body)
+		res, err := b.Stage(e.GetIndex(), bodies[i])
 		if err != nil {
 			_ = b.Commit() // releases the batch; the store failed
 			return fmt.Errorf("cluster: state machine cannot apply entry %d: %w", e.GetIndex(), err)

@@ -57,7 +57,10 @@ func ReadLog(raftDir string) (hs *pb.HardState, snapIndex uint64, entries []*pb.
 		}
 		e = proto.Clone(e).(*pb.Entry)
 		if data := e.GetData(); isCommand(data) {
-			_, _, cmd := proposal(data)
+			cmd, err := command(data)
+			if err != nil {
+				return nil, 0, nil, fmt.Errorf("cluster: raft log entry %d: %w", e.GetIndex(), err)
+			}
 			e.Data = cmd
 		} else {
 			e.Data = nil
