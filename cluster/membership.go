@@ -110,18 +110,15 @@ func (s *memberSet) clone() *memberSet {
 	return c
 }
 
-// list returns the members sorted by name, then ID.
+// list returns the members sorted by ID, as etcd's member list is
+// (etcdctl member add prints its ETCD_INITIAL_CLUSTER line in this
+// order).
 func (s *memberSet) list() []Member {
 	out := make([]Member, 0, len(s.Members))
 	for _, m := range s.clone().Members {
 		out = append(out, *m)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
-		}
-		return out[i].ID < out[j].ID
-	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

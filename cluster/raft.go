@@ -394,11 +394,23 @@ func (n *raftNode) logf(format string, args ...any) {
 // raftLogger passes raft's info, warning and error lines to the Logger.
 type raftLogger struct{ n *raftNode }
 
+// unstableMissing is the info line raft writes, with AsyncStorageWrites,
+// when the append goroutine reports entries durable that an earlier
+// report already covered (a Ready that appends nothing still names the
+// entries in flight): routine, several times a second under load, so it
+// is dropped as a debug line would be.
+const unstableMissing = "entry at index %d missing from unstable log; ignoring"
+
 func (l raftLogger) Debug(v ...any)                 {}
 func (l raftLogger) Debugf(format string, v ...any) {}
 func (l raftLogger) Info(v ...any)                  { l.n.logf("raft: %s", fmt.Sprint(v...)) }
-func (l raftLogger) Infof(format string, v ...any)  { l.n.logf("raft: "+format, v...) }
-func (l raftLogger) Warning(v ...any)               { l.n.logf("raft: warning: %s", fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any) {
+	if format == unstableMissing {
+		return
+	}
+	l.n.logf("raft: "+format, v...)
+}
+func (l raftLogger) Warning(v ...any) { l.n.logf("raft: warning: %s", fmt.Sprint(v...)) }
 func (l raftLogger) Warningf(format string, v ...any) {
 	l.n.logf("raft: warning: "+format, v...)
 }

@@ -71,7 +71,9 @@ func allChanged() *Config {
 		MaxOpenFiles:                     5000,
 		Server: ServerConfig{
 			Listen:               "0.0.0.0:12379",
+			ListenMetricsURLs:    []string{"http://127.0.0.1:12381", "https://[::1]:12381"},
 			MaxRequestBytes:      4 << 20,
+			MaxTxnOps:            512,
 			MaxValueBytes:        1 << 20,
 			CertFile:             "/etc/strata/server.pem",
 			KeyFile:              "/etc/strata/server-key.pem",
@@ -80,6 +82,10 @@ func allChanged() *Config {
 			MemoryBudgetMB:       256,
 
 			WatchProgressNotifyIntervalMS: 60000,
+			InitialCorruptCheck:           true,
+			CorruptCheckIntervalMS:        300000,
+			CompactHashCheck:              true,
+			CompactHashCheckIntervalMS:    30000,
 
 			AuthToken:    "jwt,pub-key=/etc/strata/jwt.pub,priv-key=/etc/strata/jwt.key,sign-method=RS256,ttl=10m",
 			AuthTokenTTL: 600,

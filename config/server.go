@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -21,11 +22,27 @@ type ServerConfig struct {
 	// "127.0.0.1:2379": loopback only, unless the file says otherwise.
 	Listen string `toml:"listen" yaml:"listen" json:"listen"`
 
+	// ListenMetricsURLs are more addresses to serve /metrics, /health,
+	// /livez and /readyz on (etcd's --listen-metrics-urls), each a URL
+	// "http://HOST:PORT" or "https://HOST:PORT" with HOST an IP address or
+	// localhost: the same handlers as on listen, and nothing else, as
+	// etcd's metrics listener. An https URL uses cert_file and key_file,
+	// and with client_ca_file asks for and verifies client certificates,
+	// as etcd's uses its client TLS. Port 0 picks a free port. kubeadm's
+	// manifests probe etcd on "http://127.0.0.1:2381". The default value
+	// is [] (none).
+	ListenMetricsURLs []string `toml:"listen_metrics_urls" yaml:"listen_metrics_urls" json:"listen_metrics_urls"`
+
 	// MaxRequestBytes is the largest request accepted, in bytes: a v2 body
 	// or a v3 message (etcd's --max-request-bytes; gRPC gets 512 KiB more
 	// for framing, as in etcd). 1 KiB..64 MiB. The default value is
 	// 1572864 (1.5 MiB).
 	MaxRequestBytes int64 `toml:"max_request_bytes" yaml:"max_request_bytes" json:"max_request_bytes"`
+
+	// MaxTxnOps is the most compares, or operations of one branch, a txn
+	// may have (etcd's --max-txn-ops; a nested txn counts against what
+	// its parent left). 1..1048576. The default value is 128.
+	MaxTxnOps int64 `toml:"max_txn_ops" yaml:"max_txn_ops" json:"max_txn_ops"`
 
 	// MaxValueBytes is the largest value a put accepts, in bytes.
 	// 1..1572864 (the store's own limit). The default value is 1572864.
@@ -81,14 +98,14 @@ type ServerConfig struct {
 	// ReclaimHistory makes each compaction give back the disk space of the
 	// history it drops: the store compacts the engine over the dropped
 	// revisions in the background (mvcc.Options.ReclaimHistory, see
-	// docs/mvcc.md). Without it the dropped revisions' tombstones stay
+	// docs/mvcc-compaction.md). Without it the dropped revisions' tombstones stay
 	// above their values, which the engine's own compactions never reach,
 	// and the store keeps every version ever written. The default value is
 	// true: after 1,000,000 pod updates compacted every 30 s and a last
 	// compaction, the disk was 265 MB with it and 990 MB without (etcd
 	// 3.7.3: 3,239), for the same server CPU, with no second without a
 	// completed put in four runs since the blob reference depth went to
-	// 40 (docs/mvcc.md).
+	// 40 (docs/mvcc-compaction.md).
 	ReclaimHistory bool `toml:"reclaim_history" yaml:"reclaim_history" json:"reclaim_history"`
 	// CompressValues compresses each value of 512 bytes or more alone,
 	// against a dictionary of the values written before it (S2 with a
@@ -99,6 +116,33 @@ type ServerConfig struct {
 	// decompresses its own value only. The default value is true; false
 	// stores values as clients sent them (values compressed already).
 	CompressValues bool `toml:"compress_values" yaml:"compress_values" json:"compress_values"`
+
+	// InitialCorruptCheck makes a cluster member that starts with data
+	// compare, before it joins the cluster, the hash of its store at its
+	// revision (HashKV) with each peer's at that revision, and refuse to
+	// start when a peer with the same compaction revision has another
+	// hash (etcd's --experimental-initial-corrupt-check, the
+	// InitialCorruptCheck feature gate). Peers are asked over their client
+	// URLs; one that does not answer is skipped. No effect without
+	// [cluster]. The default value is false, etcd's.
+	InitialCorruptCheck bool `toml:"initial_corrupt_check" yaml:"initial_corrupt_check" json:"initial_corrupt_check"`
+	// CorruptCheckIntervalMS is how often the leader compares its hash
+	// with its followers' and raises the CORRUPT alarm for a member that
+	// differs (etcd's --corrupt-check-time), in milliseconds; 0 means
+	// never. 0..86400000. The default value is 0, etcd's.
+	CorruptCheckIntervalMS int64 `toml:"corrupt_check_interval_ms" yaml:"corrupt_check_interval_ms" json:"corrupt_check_interval_ms"`
+	// CompactHashCheck makes every member keep the hash of its store at
+	// each of its last 10 compactions, and the leader compare them with
+	// its followers' every compact_hash_check_interval_ms, raising the
+	// CORRUPT alarm for the members in the minority (etcd's
+	// --experimental-compact-hash-check-enabled, the CompactHashCheck
+	// feature gate). Each compaction then reads the store once more, to
+	// hash it. The default value is false, etcd's.
+	CompactHashCheck bool `toml:"compact_hash_check" yaml:"compact_hash_check" json:"compact_hash_check"`
+	// CompactHashCheckIntervalMS is how often the leader runs the compact
+	// hash check, in milliseconds (etcd's --compact-hash-check-time).
+	// 1..86400000. The default value is 60000, etcd's.
+	CompactHashCheckIntervalMS int64 `toml:"compact_hash_check_interval_ms" yaml:"compact_hash_check_interval_ms" json:"compact_hash_check_interval_ms"`
 
 	// AuthToken is the kind of token Authenticate hands out once auth is
 	// enabled, in etcd's --auth-token form: "simple" (a random string the
@@ -126,7 +170,7 @@ type ServerConfig struct {
 	// (ResourceExhausted), and the alarm, applied through the log on every
 	// member, refuses them all until `etcdctl alarm disarm`; reads,
 	// deletes, compaction, defragmentation, snapshots and lease revokes go
-	// on (see docs/server.md). 0 means the default, as etcd's 0 does; a
+	// on (see docs/server-reference.md). 0 means the default, as etcd's 0 does; a
 	// negative value turns the quota off. Strata stores a workload in
 	// about a tenth of etcd's bytes (0.12x for Kubernetes objects), so
 	// etcd's 2 GiB of data is about 250 MB here: the default is twice
@@ -149,7 +193,7 @@ type ServerConfig struct {
 	// the last retention (a duration) and compacts every retention, at
 	// most every hour; "revision" keeps the last retention revisions
 	// and compacts every 5 minutes. Only the leader compacts, through
-	// the log, as a client's Compact does (docs/server.md). The default
+	// the log, as a client's Compact does (docs/server-reference.md). The default
 	// value is "periodic".
 	AutoCompactionMode string `toml:"auto_compaction_mode" yaml:"auto_compaction_mode" json:"auto_compaction_mode"`
 	// AutoCompactionRetention is etcd's --auto-compaction-retention, read
@@ -272,6 +316,7 @@ func defaultServer() ServerConfig {
 	return ServerConfig{
 		Listen:               "127.0.0.1:2379",
 		MaxRequestBytes:      3 << 19,
+		MaxTxnOps:            128,
 		MaxValueBytes:        MaxValueBytesLimit,
 		MaxConcurrentStreams: 1<<32 - 1,
 		MemoryBudgetMB:       32,
@@ -279,6 +324,7 @@ func defaultServer() ServerConfig {
 		ReclaimHistory:       true,
 
 		WatchProgressNotifyIntervalMS: 600000,
+		CompactHashCheckIntervalMS:    60000,
 
 		AuthToken:    "simple",
 		AuthTokenTTL: 300,
@@ -396,7 +442,15 @@ func (s *ServerConfig) validate(v *validator) {
 	if err := checkListen(s.Listen); err != nil {
 		v.add("server.listen", s.Listen, err.Error())
 	}
+	for _, u := range s.ListenMetricsURLs {
+		if _, err := ParseMetricsURL(u); err != nil {
+			v.add("server.listen_metrics_urls", u, err.Error())
+		} else if strings.HasPrefix(u, "https:") && s.CertFile == "" {
+			v.add("server.listen_metrics_urls", u, "https needs server.cert_file and server.key_file (the client URL's certificate, as etcd's)")
+		}
+	}
 	v.between("server.max_request_bytes", s.MaxRequestBytes, 1<<10, 64<<20)
+	v.between("server.max_txn_ops", s.MaxTxnOps, 1, 1<<20)
 	v.between("server.max_value_bytes", s.MaxValueBytes, 1, MaxValueBytesLimit)
 	if (s.CertFile == "") != (s.KeyFile == "") {
 		if s.CertFile == "" {
@@ -412,6 +466,8 @@ func (s *ServerConfig) validate(v *validator) {
 	v.between("server.memory_budget_mb", s.MemoryBudgetMB, 0, 1<<20)
 	v.between("server.go_memory_limit_mb", s.GoMemoryLimitMB, -1, 1<<20)
 	v.between("server.watch_progress_notify_interval_ms", s.WatchProgressNotifyIntervalMS, 10, 86400000)
+	v.between("server.corrupt_check_interval_ms", s.CorruptCheckIntervalMS, 0, 86400000)
+	v.between("server.compact_hash_check_interval_ms", s.CompactHashCheckIntervalMS, 1, 86400000)
 	if err := checkAuthToken(s.AuthToken); err != nil {
 		v.add("server.auth_token", s.AuthToken, err.Error())
 	}
@@ -452,6 +508,37 @@ func checkAuthToken(tok string) error {
 		seen[k] = true
 	}
 	return nil
+}
+
+// MetricsURL is one of server.listen_metrics_urls, parsed.
+type MetricsURL struct {
+	// TLS is true for https.
+	TLS bool
+	// Addr is the host:port to listen on.
+	Addr string
+}
+
+// ParseMetricsURL parses one of server.listen_metrics_urls as etcd's
+// checkBindURLs accepts it: http or https, an IP address or localhost
+// with a numeric port, and no path, query or user.
+func ParseMetricsURL(raw string) (MetricsURL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return MetricsURL{}, fmt.Errorf("must be a URL such as http://127.0.0.1:2381 (%v)", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return MetricsURL{}, fmt.Errorf("scheme %q: must be http or https, e.g. http://127.0.0.1:2381", u.Scheme)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
+		return MetricsURL{}, fmt.Errorf("must be SCHEME://HOST:PORT with nothing after the port, e.g. http://127.0.0.1:2381")
+	}
+	if err := checkListen(u.Host); err != nil {
+		return MetricsURL{}, err
+	}
+	if h := u.Hostname(); h != "localhost" && net.ParseIP(h) == nil {
+		return MetricsURL{}, fmt.Errorf("host %q: must be an IP address or localhost to listen on (etcd's rule)", h)
+	}
+	return MetricsURL{TLS: u.Scheme == "https", Addr: u.Host}, nil
 }
 
 // checkListen requires host:port with a numeric port.

@@ -10,7 +10,7 @@ import (
 // A store compaction at 200,000 pods drops about 120,000 revisions, two
 // keys each, spread over the whole history: in one table their
 // compaction rewrote every table of the history in one job of 0.7 s of
-// CPU (docs/mvcc.md); in tables of 16,384 keys it is a job per table.
+// CPU (docs/mvcc-compaction.md); in tables of 16,384 keys it is a job per table.
 const deleteTableKeys = 1 << 14
 
 // DeleteSorted deletes the keys that fill passes to del, given in strictly

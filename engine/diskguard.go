@@ -109,6 +109,12 @@ type DirSpace struct {
 // as bytes are written). A read-only DB reports Full false and no Dirs.
 func (db *DB) DiskStatus() DiskStatus { return db.disk.status() }
 
+// WritesRefused returns the ErrNoSpace error a write would get now, nil
+// while the disk guard accepts writes: one atomic load, for a caller that
+// must know before it changes its own state (mvcc's write path). A write
+// the guard refuses never reaches Pebble.
+func (db *DB) WritesRefused() error { return db.disk.admit("write") }
+
 // diskGuard keeps a full disk from crashing or wedging the engine. Pebble
 // v2.1.7 is used as it is; the guard works from the outside, through a
 // vfs.FS wrapper (guardFS) that every file Pebble writes goes through first.

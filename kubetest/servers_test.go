@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -11,7 +12,8 @@ import (
 
 // The environment that chooses the server under test.
 const (
-	// serverEnv names the server: strata (the default), etcd37 or cluster.
+	// serverEnv names the server: strata (the default), etcd37, cluster
+	// or kubeadm.
 	serverEnv = "STRATA_KUBETEST_SERVER"
 	// endpointsEnv, comma-separated host:port, uses servers already
 	// running instead of starting one.
@@ -32,6 +34,11 @@ type servers struct {
 	c *memberproc.Cluster
 	// killed reports the member killed mid-run (cluster mode).
 	killed chan string
+	// tls is the clients' TLS (kubeadm mode: the apiserver-etcd-client
+	// certificate); nil is plain text.
+	tls *tls.Config
+	// prober probes the members as kubelet does (kubeadm mode).
+	prober *kubeletProber
 }
 
 // startServers starts what serverEnv asks for, configured as
@@ -53,10 +60,16 @@ func startServers() (*servers, error) {
 		if s.c, err = strata(3); err == nil {
 			err = s.killLeaderLater()
 		}
+	case "kubeadm":
+		var kc *memberproc.KubeadmCluster
+		if kc, err = memberproc.StartKubeadm("..", memberproc.KubeadmOptions{Members: 3}); err == nil {
+			s.c, s.tls = kc.Cluster, kc.APIServerTLS
+			s.prober = startKubeletProber(kc.Cluster)
+		}
 	case "etcd37":
 		s.c, err = memberproc.StartEtcd37("..", memberproc.Etcd37Options{Members: 1, NoFsync: true, ProgressNotify: progressInterval})
 	default:
-		err = fmt.Errorf("%s=%q: allowed are strata, etcd37 and cluster", serverEnv, kind)
+		err = fmt.Errorf("%s=%q: allowed are strata, etcd37, cluster and kubeadm", serverEnv, kind)
 	}
 	if err != nil {
 		s.stop(true)

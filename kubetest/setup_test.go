@@ -63,6 +63,9 @@ func TestMain(m *testing.M) {
 	}
 	under = s
 	code := m.Run()
+	if s.prober != nil && s.prober.stop() != 0 {
+		code = 1
+	}
 	if s.killed != nil {
 		// The run must have lived through the kill and the restart.
 		select {
@@ -83,12 +86,20 @@ var testPrefixes atomic.Int64
 // setupOptions are etcd3's testSetup options that the tests here use.
 type setupOptions struct {
 	codec runtime.Codec
+	// on is the server the store is a client of; nil is under.
+	on *servers
 }
 
 type setupOption func(*setupOptions)
 
 func withCodec(codec runtime.Codec) setupOption {
 	return func(o *setupOptions) { o.codec = codec }
+}
+
+// onServers sets the store up on s instead of the servers TestMain
+// started.
+func onServers(s *servers) setupOption {
+	return func(o *setupOptions) { o.on = s }
 }
 
 // testStore is k8s.io/apiserver's etcd3 store over a client of the server
@@ -157,11 +168,12 @@ func (t *swappableTransformer) TransformToStorage(ctx context.Context, data []by
 }
 
 // newClient is etcd3 testserver.RunEtcd's client, with its recorders, on
-// the server under test.
-func newClient(t testing.TB) *kubernetes.Client {
+// the servers s (over their TLS, if any).
+func newClient(t testing.TB, s *servers) *kubernetes.Client {
 	client, err := kubernetes.New(clientv3.Config{
-		Endpoints:   under.endpoints,
+		Endpoints:   s.endpoints,
 		DialTimeout: 10 * time.Second,
+		TLS:         s.tls,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
@@ -177,11 +189,11 @@ func newClient(t testing.TB) *kubernetes.Client {
 // testSetup is etcd3's testSetup: a store of pods ("/pods/") with a
 // prefix transformer, under a key prefix of this test's own.
 func testSetup(t testing.TB, opts ...setupOption) (context.Context, *testStore, *kubernetes.Client) {
-	o := setupOptions{codec: apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion)}
+	o := setupOptions{codec: apitesting.TestCodec(codecs, examplev1.SchemeGroupVersion), on: under}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	client := newClient(t)
+	client := newClient(t, o.on)
 	prefix := storagetesting.NewPrefixTransformer([]byte(defaultTestPrefix), false)
 	transformer := &swappableTransformer{inner: prefix}
 	versioner := storage.APIObjectVersioner{}

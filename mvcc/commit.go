@@ -1,8 +1,10 @@
 package mvcc
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc/keyindex"
@@ -72,7 +74,27 @@ func (s *Store) beginWrite(index uint64) (*writeTxn, error) {
 	if index != 0 && index <= s.lastIndex {
 		return nil, fmt.Errorf("%w: index %d, last applied %d", ErrAlreadyApplied, index, s.lastIndex)
 	}
+	if err := s.refused(index); err != nil {
+		return nil, err
+	}
 	return &writeTxn{s: s, index: index, begin: s.lastRev}, nil
+}
+
+// refused returns the engine's ErrNoSpace error while its disk guard
+// refuses writes, for a write with no log index (index 0), which is then
+// refused whole before it changes anything in memory: nothing to roll
+// back, and the next write after space returns goes on from the same
+// revision. A write with a log index is not refused here: a log entry
+// must be applied, not skipped, so its commit waits for space instead
+// (see commitAdmitted).
+func (s *Store) refused(index uint64) error {
+	if index != 0 {
+		return nil
+	}
+	if err := s.db.WritesRefused(); err != nil {
+		return fmt.Errorf("mvcc: write refused, nothing applied: %w", err)
+	}
+	return nil
 }
 
 // lockWrite starts a write of log index index staged in b, taking writeMu
@@ -80,6 +102,13 @@ func (s *Store) beginWrite(index uint64) (*writeTxn, error) {
 func (s *Store) lockWrite(b *Batch, index uint64) (*writeTxn, error) {
 	if err := b.check(index); err != nil {
 		return nil, err
+	}
+	if !b.locked {
+		// Refused at once, not after waiting for writeMu, which a commit
+		// waiting for space may hold (commitAdmitted).
+		if err := s.refused(index); err != nil {
+			return nil, err
+		}
 	}
 	b.lock()
 	t, err := s.beginWrite(index)
@@ -289,7 +318,7 @@ func (s *Store) enqueueWithLocked(eb *engine.Batch, ps []*pending, commit func()
 	}
 	err := putMeta(eb, rev, index)
 	if err == nil {
-		err = commit()
+		err = s.commitAdmitted(commit, rev, index)
 	}
 	if err != nil {
 		return s.fail(fmt.Errorf("mvcc: store failed, reopen it: commit of revision %d, index %d: %w", rev, index, err))
@@ -312,6 +341,55 @@ func (s *Store) enqueueWithLocked(eb *engine.Batch, ps []*pending, commit func()
 	s.pubMu.Unlock()
 	return nil
 }
+
+// commitAdmitted runs commit, an engine batch commit of revision rev and
+// log index index whose writes are already in memory (the key index, the
+// lease sets, the record cache, lastRev). When the engine's disk guard
+// refuses it (engine.ErrNoSpace: the guard refuses before Pebble sees
+// the batch, so nothing of it is in storage), it is tried again, under
+// writeMu, until the guard accepts it or the store closes: memory then
+// matches storage again and nothing is acknowledged before it is durable.
+// This is a write that passed refused (a log entry, or one that raced
+// the guard tripping): the engine's writes in flight wait for space the
+// same way, while new writes with no log index are refused at once
+// (refused, called before writeMu). Any other error, or a close or
+// AbandonSpaceWaits while waiting, fails the store.
+func (s *Store) commitAdmitted(commit func() error, rev int64, index uint64) error {
+	if h := s.opts.hooks.beforeCommit; h != nil {
+		h()
+	}
+	err := commit()
+	if err == nil || !errors.Is(err, engine.ErrNoSpace) {
+		return err
+	}
+	s.logErrorf("mvcc: commit of revision %d, index %d refused for lack of space: it is tried again until space returns (%v)", rev, index, err)
+	start, wait := time.Now(), time.Millisecond
+	for errors.Is(err, engine.ErrNoSpace) && !s.closed.Load() && !s.spaceWaitsAbandoned.Load() {
+		if h := s.opts.hooks.noSpaceWait; h != nil {
+			h()
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, maxNoSpaceWait)
+		if s.db.WritesRefused() == nil {
+			err = commit()
+		}
+	}
+	if err == nil {
+		s.logInfof("mvcc: commit of revision %d, index %d accepted after waiting %v for space", rev, index, time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+// AbandonSpaceWaits makes a commit waiting for space (see commitAdmitted),
+// and every later one the disk guard refuses, give up: the store fails,
+// and the write is not applied (a log entry is applied again after a
+// reopen, from the applied index). For a shutdown while the disk is full:
+// a raft node's Stop waits for the entry being applied.
+func (s *Store) AbandonSpaceWaits() { s.spaceWaitsAbandoned.Store(true) }
+
+// maxNoSpaceWait bounds the pause between two tries of a commit the disk
+// guard refused.
+const maxNoSpaceWait = 100 * time.Millisecond
 
 // awaitPublished waits for the WAL sync of eb, which enqueueLocked
 // committed with ps, publishes what is synced, and returns once the last

@@ -189,6 +189,9 @@ func (s *Store) runCompaction(job *compactJob) error {
 	if s.reclaim != nil {
 		s.reclaim.add(job.lo, job.hi, job.dropped)
 	}
+	if s.opts.HashCompactions {
+		s.keepCompactionHash(job.rev)
+	}
 	return nil
 }
 
@@ -320,7 +323,7 @@ func (s *Store) walkIndex(job *compactJob) {
 // memtables with the writes of the moment, so every flushed table spanned
 // from the dropped history to the newest revision and its compaction
 // rewrote every table in between; an ingested table spans the dropped
-// revisions alone, and one ingestion holds up commits once (docs/mvcc.md).
+// revisions alone, and one ingestion holds up commits once (docs/mvcc-compaction.md).
 // pace rests a background compaction every 1,024 revisions written.
 func (s *Store) deleteRevisions(revs []keyindex.Revision, pace *compactPace) error {
 	return s.db.DeleteSorted(func(del func(key []byte) error) error {

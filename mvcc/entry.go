@@ -46,7 +46,7 @@ func (e Entry) Txn(req TxnRequest) (TxnResponse, error) { return e.s.txn(e.index
 // revisions below rev are gone from reads and from the index, and the
 // schedule is durable, but their deletion from storage goes on in the
 // background, so the apply loop does not hold every later entry up for
-// it (a fifth of a second at 200,000 pods, docs/mvcc.md). WaitCompaction
+// it (a fifth of a second at 200,000 pods, docs/mvcc-compaction.md). WaitCompaction
 // waits for it (etcd's physical compaction); the next Compact, HashKV,
 // a snapshot restore and Close wait for it too, and Open resumes one cut
 // short by a crash.

@@ -70,3 +70,67 @@ func TestHashKV(t *testing.T) {
 		t.Errorf("past the current revision: %v", err)
 	}
 }
+
+// TestCompactionHashes: with HashCompactions, each compaction keeps the
+// hash of the store at its revision, the same as HashKV at that revision
+// right after it on a store that keeps none, and still answered by HashKV
+// once a later compaction dropped that history; only the last 10 are
+// kept; a store whose history differs below the revision keeps another.
+func TestCompactionHashes(t *testing.T) {
+	write := func(s *Store, differ bool) {
+		for i := range 30 {
+			v := fmt.Sprintf("v%d", i)
+			if differ && i == 15 { // revision 17, the last of k1 at or below 20
+				v = "other"
+			}
+			if _, err := s.Put([]byte(fmt.Sprintf("k%d", i%7)), []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a, _ := newMemStore(t, Options{HashCompactions: true})
+	b, _ := newMemStore(t, Options{})
+	c, _ := newMemStore(t, Options{HashCompactions: true})
+	write(a, false)
+	write(b, false)
+	write(c, true)
+	const first = 20
+	for _, s := range []*Store{a, b, c} {
+		if err := s.Compact(first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hb, _, _, err := b.HashKV(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha := a.CompactionHashes()
+	if len(ha) != 1 || ha[0] != (CompactionHash{Hash: hb, Revision: first, CompactRevision: first}) {
+		t.Fatalf("kept hashes %+v, want one of %d at revision %d", ha, hb, first)
+	}
+	if len(b.CompactionHashes()) != 0 {
+		t.Fatalf("a store without HashCompactions kept %+v", b.CompactionHashes())
+	}
+	if hc := c.CompactionHashes(); len(hc) != 1 || hc[0].Hash == hb {
+		t.Fatalf("a store with another history kept %+v, want another hash than %d", hc, hb)
+	}
+	for rev := int64(first + 1); rev <= first+11; rev++ {
+		if _, err := a.Put([]byte("more"), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Compact(rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// HashKV at a revision compacted away answers from the kept hashes.
+	if got := a.CompactionHashes(); len(got) != 10 || got[0].Revision != first+2 || got[9].Revision != first+11 {
+		t.Fatalf("kept hashes %+v, want the last 10 compactions", got)
+	}
+	h, rev, compacted, err := a.HashKV(first + 5)
+	if want := a.CompactionHashes()[3]; err != nil || h != want.Hash || rev != first+5 || compacted != first+5 {
+		t.Fatalf("HashKV(%d) after later compactions = %d, %d, %d, %v; want the kept %+v", first+5, h, rev, compacted, err, want)
+	}
+	if _, _, _, err := a.HashKV(first); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("HashKV at a compaction no longer kept = %v, want ErrCompacted", err)
+	}
+}

@@ -9,7 +9,7 @@ import (
 // compactionMetrics are etcd's compaction metrics, under the names, help
 // and buckets of etcd 3.7's storage/mvcc/metrics.go, so that what an
 // operator graphs or alerts on for etcd's compactions reads the same on
-// Strata. What each one times differs with the design (docs/server.md):
+// Strata. What each one times differs with the design (docs/server-reference.md):
 //
 //   - index pause: the one walk of the key index that drops the history,
 //     which readers and writers wait for, as they wait for etcd's

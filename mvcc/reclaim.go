@@ -43,7 +43,7 @@ import (
 //
 // Nothing needs the space back at once, and on a server with one CPU the
 // puts share it with the reclaim: done in one go it slowed the puts of
-// the seconds after each compaction (docs/mvcc.md). So the reclaimer
+// the seconds after each compaction (docs/mvcc-compaction.md). So the reclaimer
 // spreads a span's slices over reclaimSpread of the time between the
 // last two compactions (at most reclaimSpreadMax): an apiserver
 // compacting every 5 minutes gets its space back within 4, in slices

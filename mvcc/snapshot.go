@@ -161,6 +161,7 @@ func (p *PreparedRestore) Commit() error {
 	s.dicts.adopt(fresh.dicts)
 	s.leftover = nil
 	s.mu.Unlock()
+	s.forgetCompactionHashes()
 	s.watchMu.Lock()
 	s.notified = s.rev
 	s.rewindWatchersLocked()

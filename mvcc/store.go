@@ -24,7 +24,7 @@ type Options struct {
 	// back (see reclaim.go). Off in the zero Options, for an embedded store
 	// whose history is small; strata serve turns it on
 	// (server.reclaim_history): after a million pod updates and a last
-	// compaction it kept 0.27x the disk, for the same CPU (docs/mvcc.md).
+	// compaction it kept 0.27x the disk, for the same CPU (docs/mvcc-compaction.md).
 	ReclaimHistory bool
 	// RawValues stores values as given. By default a value of 512 bytes
 	// or more is compressed alone against a dictionary of recent values
@@ -34,6 +34,13 @@ type Options struct {
 	// Logger receives a line for each compaction finished or failed, as
 	// etcd logs them; nil logs nothing.
 	Logger engine.Logger
+	// HashCompactions makes each compaction, once finished, hash the
+	// store at its revision and keep the hash (the last 10, in memory):
+	// HashKV at that revision answers it even after later compactions,
+	// and CompactionHashes lists them, for etcd's compact hash check
+	// (server.compact_hash_check). It costs a read of every version kept
+	// at or below the revision per compaction. Off in the zero Options.
+	HashCompactions bool
 
 	// hooks are for tests.
 	hooks hooks
@@ -62,6 +69,12 @@ type hooks struct {
 	// compactSleep, if set, replaces time.Sleep for a background
 	// compaction's rests (compactPace).
 	compactSleep func(time.Duration)
+	// noSpaceWait, if set, runs before each pause of a commit waiting for
+	// the disk guard to accept it (commitAdmitted), under writeMu.
+	noSpaceWait func()
+	// beforeCommit, if set, runs before each engine commit of the write
+	// path, under writeMu, after the write changed memory.
+	beforeCommit func()
 }
 
 const (
@@ -99,6 +112,9 @@ func (o *Options) ensureDefaults() {
 //	watchMu    the watchers and what they were sent
 //	mu         the in-memory index and the published revision (readers share it)
 //	leaseMu    the lease sets
+//
+// (hashMu, guarding the kept compaction hashes, is a leaf: nothing else is
+// taken while it is held.)
 //
 // writeMu is held from the start of a write to its engine commit, and
 // released before the WAL sync wait, so that the next writer commits
@@ -173,6 +189,10 @@ type Store struct {
 	compactMu sync.Mutex
 	leftover  *compactJob
 	metrics   *compactionMetrics
+	// hashMu guards hashes, the hashes of the last compactions
+	// (Options.HashCompactions), in revision order. A leaf lock.
+	hashMu sync.Mutex
+	hashes []CompactionHash
 
 	// watchMu guards the watchers (see watch.go): synced indexes those
 	// that take live events by key, watchers holds them all.
@@ -189,6 +209,8 @@ type Store struct {
 	wg sync.WaitGroup
 
 	closed atomic.Bool
+	// spaceWaitsAbandoned is set by AbandonSpaceWaits.
+	spaceWaitsAbandoned atomic.Bool
 	// rebuild is how long Open took to rebuild the index; origin is where
 	// it came from (see checkpoint.go).
 	rebuild time.Duration

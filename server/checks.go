@@ -49,8 +49,9 @@ func checkRange(r *pb.RangeRequest) error {
 	return nil
 }
 
-// checkTxn is etcd's checkTxnRequest: the size (checkTxnSize's rule),
-// then the compares' keys, then each op, a nested txn against what its
+// checkTxn is etcd's checkTxnRequest: the size (the compares and the ops
+// of each branch count against limit, server.max_txn_ops), then the
+// compares' keys, then each op, a nested txn against what its
 // parent left of limit; an op without a request is etcd's "key not
 // found".
 func checkTxn(r *pb.TxnRequest, limit int) error {

@@ -27,7 +27,7 @@ func TestPhysicalCompactionWaits(t *testing.T) {
 	c := newClient(t, s, nil)
 	ctx := testCtx(t)
 	w := &waitCounter{Server: s}
-	kv := &kvServer{kv: w, auth: s.auth, hdr: s.header()}
+	kv := &kvServer{kv: w, auth: s.auth, hdr: s.header(), maxTxnOps: int(s.cfg.Server.MaxTxnOps)}
 	for _, physical := range []bool{false, true} {
 		var rev int64
 		for i := range 20 {

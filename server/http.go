@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/version"
 )
 
@@ -27,15 +26,12 @@ func (s *Server) httpHandler(gateway http.Handler) http.Handler {
 	members := s.metrics.http("v2_members", http.HandlerFunc(s.v2Members))
 	mux.Handle("/v2/members", members)
 	mux.Handle("/v2/members/", members)
-	mux.Handle("/health", s.metrics.http("health", http.HandlerFunc(s.health)))
-	for _, reg := range []*probeRegistry{s.livez(), s.readyz()} {
-		reg.install(mux, s.metrics)
-	}
 	mux.Handle("/version", s.metrics.http("version", http.HandlerFunc(s.version)))
 	// Every gRPC method's series exist from the start, at zero, as etcd's
 	// do (grpc_prometheus.Register): the services are registered by now.
 	s.metrics.grpc.InitializeMetrics(s.grpc)
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	// /health, /livez, /readyz and /metrics (metricslisten.go).
+	s.probeHandlers(mux)
 	return mux
 }
 

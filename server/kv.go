@@ -21,6 +21,8 @@ type kvServer struct {
 	kv   raftKV
 	auth *auth.Store
 	hdr  memberHeader
+	// maxTxnOps is server.max_txn_ops.
+	maxTxnOps int
 }
 
 // raftKV is the KV service's way to the data (etcd's etcdserver.RaftKV);
@@ -150,7 +152,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err := k.kv.checkSpace(txnCost(r)); err != nil {
 		return nil, toGRPC(err)
 	}
-	if err := checkTxn(r, maxTxnOps); err != nil {
+	if err := checkTxn(r, k.maxTxnOps); err != nil {
 		return nil, toGRPC(err)
 	}
 	if err := eachPut(r, func(p *pb.PutRequest) error { return k.kv.checkValue(p.Value) }); err != nil {

@@ -112,7 +112,7 @@ func TestKV(t *testing.T) {
 	if _, err := c.Txn(ctx).Then(clientv3.OpPut("x", "1"), clientv3.OpPut("x", "2")).Commit(); !errors.Is(err, rpctypes.ErrDuplicateKey) {
 		t.Errorf("txn putting a key twice: %v, want %v", err, rpctypes.ErrDuplicateKey)
 	}
-	ops := make([]clientv3.Op, maxTxnOps+1)
+	ops := make([]clientv3.Op, 128+1) // etcd's default --max-txn-ops, 128
 	for i := range ops {
 		ops[i] = clientv3.OpPut(fmt.Sprint(i), "")
 	}
@@ -197,5 +197,33 @@ func TestMaxConcurrentStreams(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("get after the watch ended: %v", err)
 		}
+	}
+}
+
+// TestMaxTxnOps: server.max_txn_ops (etcd's --max-txn-ops) is the limit a
+// txn is checked against, with etcd's error over it; a nested txn counts
+// against what its parent left.
+func TestMaxTxnOps(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Server.MaxTxnOps = 200
+	s := startServer(t, cfg)
+	c := newClient(t, s, nil)
+	ctx := testCtx(t)
+	puts := func(n int) []clientv3.Op {
+		ops := make([]clientv3.Op, n)
+		for i := range ops {
+			ops[i] = clientv3.OpPut(fmt.Sprint("k", i), "v")
+		}
+		return ops
+	}
+	if _, err := c.Txn(ctx).Then(puts(200)...).Commit(); err != nil {
+		t.Fatalf("txn of 200 ops with max_txn_ops = 200: %v", err)
+	}
+	if _, err := c.Txn(ctx).Then(puts(201)...).Commit(); !errors.Is(err, rpctypes.ErrTooManyOps) {
+		t.Fatalf("txn of 201 ops: %v, want %v", err, rpctypes.ErrTooManyOps)
+	}
+	nested := clientv3.OpTxn(nil, puts(101), nil)
+	if _, err := c.Txn(ctx).Then(append(puts(99), nested)...).Commit(); !errors.Is(err, rpctypes.ErrTooManyOps) {
+		t.Fatalf("a txn of 100 ops nesting one of 101: %v, want %v", err, rpctypes.ErrTooManyOps)
 	}
 }

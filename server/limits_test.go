@@ -28,7 +28,7 @@ const limitsMaxRequestBytes = 64 << 10
 // limitCase is one request at the edge of a limit, sent to etcd and to
 // Strata through clientv3 (or its connection, for what clientv3 cannot
 // send): both must give the same answer, code and message, unless
-// strata names Strata's own (a difference docs/server.md lists).
+// strata names Strata's own (a difference docs/server-reference.md lists).
 type limitCase struct {
 	name string
 	do   func(ctx context.Context, c *clientv3.Client) (string, error)
@@ -204,7 +204,7 @@ func limitCases() []limitCase {
 // Strata etcd 3.7's answer (code and message), with max_request_bytes
 // 64 KiB on both; the answers are compared in the same run, against etcd
 // in the test's process. The differences Strata keeps are the table's
-// strata answers, listed in docs/server.md.
+// strata answers, listed in docs/server-reference.md.
 func TestLimitsLikeEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd 3.7")
@@ -320,7 +320,7 @@ func recvLimited(t *testing.T, c *clientv3.Client, n int) *clientv3.Client {
 // (etcd's math.MaxInt32, lowered here to 1 MiB) is gRPC's
 // ResourceExhausted with gRPC's message, but for the size: Strata stops
 // reading at the limit, before the response exists, so it says "more
-// than" the limit (docs/server.md, what differs). The server stays up.
+// than" the limit (docs/server-reference.md, what differs). The server stays up.
 func TestRangeOverServerSendLimit(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	s.ranges.free.Store(256 << 10)

@@ -66,7 +66,7 @@ func (s *Server) serve() error {
 		gopts = append(gopts, grpc.Creds(insecure.NewCredentials()))
 	}
 	s.grpc = grpc.NewServer(gopts...)
-	pb.RegisterKVServer(s.grpc, &kvServer{kv: s, auth: s.auth, hdr: s.header()})
+	pb.RegisterKVServer(s.grpc, &kvServer{kv: s, auth: s.auth, hdr: s.header(), maxTxnOps: int(s.cfg.Server.MaxTxnOps)})
 	pb.RegisterWatchServer(s.grpc, &watchServer{store: s.store, auth: s.auth, hdr: s.header(), node: s.node, streams: s.streams,
 		progressEvery:   time.Duration(s.cfg.Server.WatchProgressNotifyIntervalMS) * time.Millisecond,
 		maxRequestBytes: int(s.cfg.Server.MaxRequestBytes)})
@@ -99,7 +99,7 @@ func (s *Server) serve() error {
 		httpSrv.Handler = grpcOrHTTP(s.grpc, mux)
 		httpSrv.TLSConfig = tlsCfg
 		s.goServe(func() error { return httpSrv.ServeTLS(s.ln, "", "") })
-		return nil
+		return s.serveMetrics()
 	}
 	m := cmux.New(s.ln)
 	grpcL := m.Match(cmux.HTTP2())
@@ -107,7 +107,7 @@ func (s *Server) serve() error {
 	s.goServe(func() error { return s.grpc.Serve(grpcL) })
 	s.goServe(func() error { return httpSrv.Serve(httpL) })
 	s.goServe(m.Serve)
-	return nil
+	return s.serveMetrics()
 }
 
 // goServe runs a serve loop, recording an error other than the one a
@@ -135,6 +135,7 @@ func (s *Server) shutdownListeners() {
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
+		s.closeMetrics(ctx)
 		_ = s.http.Shutdown(ctx)
 		s.grpc.GracefulStop()
 		close(done)

@@ -23,7 +23,7 @@ import (
 // /metrics with the engine's metrics and Go's runtime metrics. Every
 // metric that etcd's own alerts and dashboards (etcd's contrib/mixin)
 // query is among them, under etcd's name and labels: see etcdMetrics and
-// docs/server.md.
+// docs/server-reference.md.
 type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec

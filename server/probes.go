@@ -47,7 +47,7 @@ type healthBody struct {
 // health answers as etcd 3.7's /health. Like etcd's, the answer is sent
 // as text/plain (etcd writes the JSON without setting a type) with no
 // newline after it; GET only. etcd 3.4 answered {"health":"true"},
-// without the reason: see docs/server.md.
+// without the reason: see docs/server-reference.md.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if !allowGET(w, r) {
 		return

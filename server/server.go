@@ -60,9 +60,11 @@ type Server struct {
 	lease *lessor
 	ids   IDs
 
-	ln   net.Listener
-	grpc *grpc.Server
-	http *http.Server
+	ln net.Listener
+	// metricsLns are server.listen_metrics_urls (metricslisten.go).
+	metricsLns []*metricsListener
+	grpc       *grpc.Server
+	http       *http.Server
 	// closeGateway ends the gRPC gateway's connection to grpc.
 	closeGateway func()
 	serving      sync.WaitGroup
@@ -105,6 +107,9 @@ type Server struct {
 	// stall watches the disk for stalls (stall.go).
 	corrupt *corruptWatch
 	stall   *stallWatch
+	// checker runs the periodic and compact hash checks (corruptcheck.go);
+	// nil when neither is on.
+	checker *corruptChecker
 }
 
 // Start opens the store that cfg describes, starts listening on
@@ -138,6 +143,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		if s.ln != nil {
 			_ = s.ln.Close()
 		}
+		s.closeMetrics(context.Background())
 		if s.auth != nil {
 			_ = s.auth.Close()
 		}
@@ -148,7 +154,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if s.store, err = mvcc.Open(s.db, mvcc.Options{ReclaimHistory: cfg.Server.ReclaimHistory, RawValues: !cfg.Server.CompressValues,
-		Logger: opts.Logger}); err != nil {
+		Logger: opts.Logger, HashCompactions: cfg.Server.CompactHashCheck}); err != nil {
 		return fail(err)
 	}
 	if s.apply, err = newApplier(cfg, s.store); err != nil {
@@ -159,8 +165,15 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	s.space = newSpaceGuard(cfg, func() int64 { size, _ := dbSizes(s.db); return size })
 	s.space.sample()
 	s.apply.written = s.space.kick
+	// The initial corruption check runs before the member joins or serves.
+	if s.checker, err = s.startCorruptChecks(); err != nil {
+		return fail(err)
+	}
 	if s.ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
+	}
+	if err := s.listenMetrics(); err != nil {
+		return fail(err)
 	}
 	url := clientURL(cfg, s.ln.Addr())
 	newNode := opts.NewNode
@@ -205,6 +218,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		s.space.run(s.streams, s.raiseNoSpace)
 	}()
 	go s.corrupt.run(s.streams, s.raiseCorrupt)
+	if s.checker != nil {
+		go s.checker.run(s.streams)
+	}
 	if err := s.serve(); err != nil {
 		s.cancelStreams()
 		return fail(err)
@@ -250,7 +266,14 @@ func (s *Server) Close() error {
 		s.shutdownListeners()
 		<-s.spaceDone // it stops with the streams
 		<-s.corrupt.done
+		if s.checker != nil {
+			<-s.checker.done
+		}
 		var errs []error
+		// An entry whose commit waits for space (the disk full) would
+		// hold the node's Stop until space returns: it gives up instead,
+		// unapplied, and is applied again at the next start.
+		s.store.AbandonSpaceWaits()
 		if err := s.node.Stop(); err != nil && !errors.Is(err, cluster.ErrStopped) {
 			errs = append(errs, err)
 		}

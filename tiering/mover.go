@@ -236,7 +236,7 @@ func (l *Layout) pass(ctx context.Context, strict bool) (passResult, error) {
 // shifted plan no longer wants where it is stays there while its path has
 // room: compactions rewrite most such tables before the path fills, and
 // their outputs are placed by the current plan, so the database can grow
-// from empty with few moves (docs/tiering.md, "What is measured").
+// from empty with few moves (docs/history/tiering-measured.md).
 // Destinations without room (a device that returned ENOSPC) are skipped.
 func (l *Layout) planMoves(levels [][]pebble.SSTableInfo, strict bool, room []bool) (moves []plannedMove, blocked int) {
 	sizes := levelSizes(levels)

@@ -45,6 +45,8 @@ each with a fresh temporary data directory, loads them and prints a table.
   watch   puts with no watcher, then with 10,000 watchers (etcd's benchmark watch).
   member  a 4th member added to a loaded 3-member cluster: the time until it
           serves the data, and whether it was sent a snapshot.
+  patroni Patroni's etcd3 traffic against strata etcd and etcd 3.4 side by
+          side with periodic auto-compaction: disk and history over time.
 
 Needs wrk and etcd 3.4 (Debian: apt-get install wrk etcd-server) and, for
 etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
@@ -52,7 +54,7 @@ etcd 3.7, the go command in Strata's checkout (or --etcd37 PATH).`,
   strata bench memory --servers strata,etcd34,etcd37
   strata bench member --pods 70000 --passes 2`,
 	}
-	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand(), newBenchKubeCommand(), newBenchWatchCommand(), newBenchMemberCommand())
+	cmd.AddCommand(newBenchQPSCommand(), newBenchMemoryCommand(), newBenchKubeCommand(), newBenchWatchCommand(), newBenchMemberCommand(), newBenchPatroniCommand())
 	return cmd
 }
 

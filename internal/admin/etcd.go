@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
-	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/internal/etcdflags"
 )
 
@@ -45,11 +44,11 @@ restore command that converts it. See docs/etcd-flags.md.`,
 			for _, n := range res.Notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "strata etcd:", n)
 			}
-			var log engine.Logger
-			if res.Verbose {
-				log = &lineLogger{w: cmd.ErrOrStderr()}
-			}
-			return runServer(cmd, res.Config, log)
+			// etcd logs at info by default: its start, members joining
+			// and leaving, leader changes, snapshots sent, compactions and
+			// alarms. Strata's lines of the same events go to stderr at
+			// every --log-level.
+			return runServer(cmd, res.Config, &lineLogger{w: cmd.ErrOrStderr()})
 		},
 	}
 	return cmd

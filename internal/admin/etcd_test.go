@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +80,8 @@ func TestEtcdFlagMapping(t *testing.T) {
 	kube.Server.CertFile, kube.Server.KeyFile = "/etc/kubernetes/pki/etcd/server.crt", "/etc/kubernetes/pki/etcd/server.key"
 	kube.Server.ClientCAFile = "/etc/kubernetes/pki/etcd/ca.crt"
 	kube.Server.WatchProgressNotifyIntervalMS = 5000
+	kube.Server.ListenMetricsURLs = []string{"http://127.0.0.1:2381"}
+	kube.Server.InitialCorruptCheck = true
 	kube.Cluster = config.ClusterConfig{Name: "cp1", ListenPeer: "10.0.0.1:2380", Token: "etcd-cluster", RaftDir: "/var/lib/etcd/raft",
 		HeartbeatIntervalMS: 100, ElectionTimeoutMS: 1000, SnapshotEntries: 10000,
 		PeerCertFile: "/etc/kubernetes/pki/etcd/peer.crt", PeerKeyFile: "/etc/kubernetes/pki/etcd/peer.key",
@@ -132,6 +136,9 @@ func TestEtcdFlagMapping(t *testing.T) {
 			}, [3]string{"pc", "pk", "pca"}},
 		{"auto-tls with cert", []string{"--listen-client-urls=https://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2379", "--cert-file=c", "--key-file=k", "--auto-tls"}, nil,
 			func(r *etcdflags.Result) any { return r.Config.Server.CertFile }, "c"},
+		{"listen-metrics-urls", []string{"--listen-metrics-urls=http://127.0.0.1:2381,https://[::1]:2381", "--listen-client-urls=https://127.0.0.1:2379",
+			"--advertise-client-urls=https://127.0.0.1:2379", "--cert-file=c", "--key-file=k"}, nil,
+			func(r *etcdflags.Result) any { return r.Config.Server.ListenMetricsURLs }, []string{"http://127.0.0.1:2381", "https://[::1]:2381"}},
 		{"quota-backend-bytes", []string{"--quota-backend-bytes=8589934592"}, nil, func(r *etcdflags.Result) any { return r.Config.Server.QuotaBackendBytes }, int64(8 << 30)},
 		{"max-request-bytes", []string{"--max-request-bytes=33554432"}, nil, func(r *etcdflags.Result) any { return r.Config.Server.MaxRequestBytes }, int64(32 << 20)},
 		{"max-concurrent-streams", []string{"--max-concurrent-streams=100"}, nil, func(r *etcdflags.Result) any { return r.Config.Server.MaxConcurrentStreams }, int64(100)},
@@ -151,8 +158,17 @@ func TestEtcdFlagMapping(t *testing.T) {
 			func(r *etcdflags.Result) any { return r.Config.Server.WatchProgressNotifyIntervalMS }, int64(5000)},
 		{"experimental-watch-progress-notify-interval", []string{"--experimental-watch-progress-notify-interval=2s"}, nil,
 			func(r *etcdflags.Result) any { return r.Config.Server.WatchProgressNotifyIntervalMS }, int64(2000)},
-		{"log-level debug", []string{"--log-level=debug"}, nil, func(r *etcdflags.Result) any { return r.Verbose }, true},
-		{"log-level info", []string{"--log-level=info"}, nil, func(r *etcdflags.Result) any { return r.Verbose }, false},
+		{"experimental-initial-corrupt-check", []string{"--experimental-initial-corrupt-check=true"}, nil,
+			func(r *etcdflags.Result) any { return r.Config.Server.InitialCorruptCheck }, true},
+		{"feature-gates corruption checks", []string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"}, nil,
+			func(r *etcdflags.Result) any {
+				return [2]bool{r.Config.Server.InitialCorruptCheck, r.Config.Server.CompactHashCheck}
+			}, [2]bool{true, true}},
+		{"corrupt-check-time compact-hash-check-time", []string{"--corrupt-check-time=5m", "--compact-hash-check-time=30s"}, nil,
+			func(r *etcdflags.Result) any {
+				return [2]int64{r.Config.Server.CorruptCheckIntervalMS, r.Config.Server.CompactHashCheckIntervalMS}
+			}, [2]int64{300000, 30000}},
+		{"max-txn-ops", []string{"--max-txn-ops=1024"}, nil, func(r *etcdflags.Result) any { return r.Config.Server.MaxTxnOps }, int64(1024)},
 		{"single dash", []string{"-data-dir", "/d"}, nil, func(r *etcdflags.Result) any { return r.Config.DBPath }, "/d/strata"},
 		// The same through the environment.
 		{"env data-dir", nil, []string{"ETCD_DATA_DIR=/e"}, func(r *etcdflags.Result) any { return r.Config.DBPath }, "/e/strata"},
@@ -189,13 +205,22 @@ func TestEtcdNotes(t *testing.T) {
 		note string // a note contains it; "" for none
 		err  string // the error contains it; "" for none
 	}{
-		{"listen-metrics-urls", []string{"--listen-metrics-urls=http://127.0.0.1:2381"}, "--listen-metrics-urls=http://127.0.0.1:2381: not supported yet: Strata serves /metrics", ""},
-		{"max-txn-ops", []string{"--max-txn-ops=1024"}, "--max-txn-ops=1024: not supported yet", ""},
-		{"max-txn-ops default", []string{"--max-txn-ops=128"}, "", ""},
-		{"experimental-initial-corrupt-check", []string{"--experimental-initial-corrupt-check=true"}, "--experimental-initial-corrupt-check=true: no effect", ""},
-		{"feature-gates", []string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=false"}, "InitialCorruptCheck=true: no effect", ""},
+		{"listen-metrics-urls", []string{"--listen-metrics-urls=http://127.0.0.1:2381"}, "", ""},
+		{"listen-metrics-urls host name", []string{"--listen-metrics-urls=http://node1:2381"}, "",
+			`--listen-metrics-urls=http://node1:2381: http://node1:2381: host "node1": must be an IP address or localhost`},
+		{"listen-metrics-urls https on http", []string{"--listen-metrics-urls=https://127.0.0.1:2381"}, "", "--listen-metrics-urls=https://127.0.0.1:2381: not supported yet"},
+		{"listen-metrics-urls unix", []string{"--listen-metrics-urls=unix://m.sock"}, "", "URL scheme must be http or https"},
+		{"max-txn-ops", []string{"--max-txn-ops=1024"}, "", ""},
+		{"max-txn-ops over the limit", []string{"--max-txn-ops=2000000"}, "", "server.max_txn_ops"},
+		{"experimental-initial-corrupt-check", []string{"--experimental-initial-corrupt-check=true", "--initial-cluster=default=http://localhost:2380"}, "", ""},
+		{"experimental-initial-corrupt-check single", []string{"--experimental-initial-corrupt-check=true"}, "--experimental-initial-corrupt-check=true: no effect: without --initial-cluster", ""},
+		{"feature-gates", []string{"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=false"}, "", ""},
+		{"feature-gates without effect", []string{"--feature-gates=PriorityRequest=true"}, "PriorityRequest=true: no effect", ""},
+		{"compact-hash-check-time zero", []string{"--compact-hash-check-time=0s"}, "", "--compact-hash-check-time must be >0"},
 		{"feature-gates unknown", []string{"--feature-gates=NoSuchGate=true"}, "", "unrecognized feature gate: NoSuchGate"},
 		{"logger", []string{"--logger=zap"}, "--logger=zap: no effect", ""},
+		{"log-level debug", []string{"--log-level=debug"}, "logs as etcd does at info", ""},
+		{"log-level info", []string{"--log-level=info"}, "", ""},
 		{"logger capnslog", []string{"--logger=capnslog"}, "", `unknown logger option "capnslog"`},
 		{"log-level bad", []string{"--log-level=loud"}, "", "unknown log level"},
 		{"auto-tls", []string{"--listen-client-urls=https://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2379", "--auto-tls"}, "", "--auto-tls=true: not supported"},
@@ -293,7 +318,7 @@ func TestEtcdEveryFlagHandled(t *testing.T) {
 			if err != nil {
 				return // refused, with a reason
 			}
-			if !reflect.DeepEqual(res.Config, base.Config) || res.Verbose {
+			if !reflect.DeepEqual(res.Config, base.Config) {
 				return // mapped
 			}
 			for _, note := range res.Notes {
@@ -463,8 +488,10 @@ func TestEtcdThreeMembers(t *testing.T) {
 		exited chan struct{}
 	}
 	procs := make([]*proc, 3)
+	metrics := make([]string, 3)
 	for i, n := range names {
 		_, metricsPort, _ := strings.Cut(testport.Addr(t), ":")
+		metrics[i] = "http://127.0.0.1:" + metricsPort
 		args := []string{"etcd",
 			"--advertise-client-urls=http://" + clients[i],
 			"--data-dir=" + filepath.Join(dir, n),
@@ -573,8 +600,32 @@ func TestEtcdThreeMembers(t *testing.T) {
 	}
 	// The notes reached the log.
 	b, _ := os.ReadFile(procs[0].log)
-	if !strings.Contains(string(b), "--listen-metrics-urls=") || !strings.Contains(string(b), "--experimental-initial-corrupt-check=true: no effect") {
+	if !strings.Contains(string(b), "--initial-cluster: the other members' client URLs") {
 		t.Errorf("cp1's log lacks the notes:\n%s", b)
+	}
+	// The metrics URLs serve the probes, and the start says where.
+	for i, p := range procs {
+		want := "strata: serving /metrics, /health, /livez and /readyz on " + metrics[i]
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			b, _ := os.ReadFile(p.log)
+			if strings.Contains(string(b), want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s's log lacks %q", names[i], want)
+				break
+			}
+		}
+		hc := &http.Client{Timeout: 10 * time.Second}
+		resp, err := hc.Get(metrics[i] + "/readyz")
+		if err != nil {
+			t.Fatalf("%s: GET %s/readyz: %v", names[i], metrics[i], err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "ok\n" {
+			t.Errorf("%s: GET %s/readyz: %d %q", names[i], metrics[i], resp.StatusCode, body)
+		}
 	}
 
 	etcdctl, err := exec.LookPath("etcdctl")

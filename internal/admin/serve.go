@@ -136,6 +136,9 @@ func runServer(cmd *cobra.Command, cfg *config.Config, log engine.Logger) error 
 		_ = srv.Close()
 		return err
 	}
+	for _, u := range srv.MetricsURLs() {
+		fmt.Fprintf(out, "strata: serving /metrics, /health, /livez and /readyz on %s\n", u)
+	}
 	if cfg.Cluster.Enabled() {
 		st := srv.Node().Status()
 		fmt.Fprintf(out, "strata: cluster member %s (%x) of cluster %x, peer traffic on %s, raft log in %s\n",

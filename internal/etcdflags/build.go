@@ -23,8 +23,6 @@ type Result struct {
 	// Notes are the lines to log: flags without effect, with the reason,
 	// and choices made where Strata does less than etcd.
 	Notes []string
-	// Verbose is --log-level=debug: the engine's events are logged too.
-	Verbose bool
 }
 
 // The layout of --data-dir.
@@ -47,7 +45,7 @@ func Build(v *Values) (*Result, error) {
 	if err := b.cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Result{Config: b.cfg, DataDir: b.dataDir, Notes: b.notes, Verbose: b.verbose}, nil
+	return &Result{Config: b.cfg, DataDir: b.dataDir, Notes: b.notes}, nil
 }
 
 type builder struct {
@@ -56,7 +54,6 @@ type builder struct {
 	dataDir string
 	notes   []string
 	errs    []error
-	verbose bool
 }
 
 func (b *builder) note(flag, format string, args ...any) {
@@ -161,10 +158,22 @@ func (b *builder) build() {
 		}
 	}
 
-	// Metrics URLs.
+	// Metrics URLs: a listener each, as etcd's serveMetrics. An https
+	// one uses the client TLS (--cert-file, --key-file and, with it,
+	// client certificates against --trusted-ca-file), as etcd's does.
 	if v.IsSet("listen-metrics-urls") {
-		b.note("listen-metrics-urls", "not supported yet: Strata serves /metrics, /health, /livez and /readyz on the client URL %s only; point probes and scrapers there",
-			cfg.Server.Listen)
+		for _, u := range b.urls("listen-metrics-urls") {
+			if u.Scheme == "https" && clientScheme != "https" {
+				b.fail("listen-metrics-urls", "not supported yet: an https metrics URL takes the client URLs' TLS, and --listen-client-urls are http")
+				continue
+			}
+			raw := u.Scheme + "://" + u.Host
+			if _, err := config.ParseMetricsURL(raw); err != nil {
+				b.fail("listen-metrics-urls", "%s: %v", raw, err)
+				continue
+			}
+			cfg.Server.ListenMetricsURLs = append(cfg.Server.ListenMetricsURLs, raw)
+		}
 	}
 
 	// Server limits and behaviour.
@@ -175,9 +184,7 @@ func (b *builder) build() {
 	}
 	cfg.Server.MaxRequestBytes = int64(min(b.uint("max-request-bytes"), 1<<62))
 	cfg.Server.MaxConcurrentStreams = int64(min(b.uint("max-concurrent-streams"), 1<<62))
-	if n := b.uint("max-txn-ops"); n != 128 {
-		b.note("max-txn-ops", "not supported yet: Strata's limit is fixed at 128 operations per txn (no config key)")
-	}
+	cfg.Server.MaxTxnOps = int64(min(b.uint("max-txn-ops"), 1<<62))
 	cfg.Server.AuthToken = v.Get("auth-token")
 	cfg.Server.AuthTokenTTL = int64(min(b.uint("auth-token-ttl"), 1<<62))
 	cfg.Server.BcryptCost = int64(min(b.uint("bcrypt-cost"), 1<<62))
@@ -196,9 +203,20 @@ func (b *builder) build() {
 	}
 	cfg.Server.WatchProgressNotifyIntervalMS = d.Milliseconds()
 
-	// Corruption check and feature gates.
-	if v.IsSet("experimental-initial-corrupt-check") && b.bool("experimental-initial-corrupt-check") {
-		b.note("experimental-initial-corrupt-check", "no effect: %s", featureGates["InitialCorruptCheck"])
+	// Corruption checks and feature gates.
+	cfg.Server.InitialCorruptCheck = b.bool("experimental-initial-corrupt-check")
+	for flag, ms := range map[string]*int64{"corrupt-check-time": &cfg.Server.CorruptCheckIntervalMS,
+		"compact-hash-check-time": &cfg.Server.CompactHashCheckIntervalMS} {
+		d, _ := time.ParseDuration(v.Get(flag))
+		switch {
+		case flag == "compact-hash-check-time" && d <= 0:
+			b.fail(flag, "--compact-hash-check-time must be >0 (set to %v)", d)
+		case d < 0:
+			b.fail(flag, "must be >= 0 (0 means never)")
+		case d%time.Millisecond != 0:
+			b.fail(flag, "Strata counts the interval in whole milliseconds")
+		}
+		*ms = d.Milliseconds()
 	}
 	if g := v.Get("feature-gates"); g != "" {
 		for _, kv := range strings.Split(g, ",") {
@@ -212,6 +230,10 @@ func (b *builder) build() {
 			switch {
 			case err != nil:
 				b.fail("feature-gates", "invalid value of %s=%s, err: %v", k, val, err)
+			case k == "InitialCorruptCheck":
+				cfg.Server.InitialCorruptCheck = on
+			case k == "CompactHashCheck":
+				cfg.Server.CompactHashCheck = on
 			case !known:
 				b.fail("feature-gates", "unrecognized feature gate: %s", k)
 			case on:
@@ -222,11 +244,9 @@ func (b *builder) build() {
 
 	// Logging.
 	switch lvl := v.Get("log-level"); lvl {
-	case "debug":
-		b.verbose = true
-	case "info", "warn", "error", "dpanic", "panic", "fatal":
-		if v.IsSet("log-level") {
-			b.note("log-level", "Strata logs its start, membership changes, notes and errors at any level; debug adds the engine's events")
+	case "debug", "info", "warn", "error", "dpanic", "panic", "fatal":
+		if v.IsSet("log-level") && lvl != "info" {
+			b.note("log-level", "Strata logs as etcd does at info (its start, members joining and leaving, leaders, snapshots, compactions, alarms, errors) at every level")
 		}
 	default:
 		b.fail("log-level", "unknown log level (debug, info, warn, error, panic or fatal)")
@@ -242,7 +262,8 @@ func (b *builder) build() {
 		return
 	}
 	for _, f := range []string{"name", "advertise-client-urls", "initial-cluster-token", "heartbeat-interval", "election-timeout",
-		"snapshot-count", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth", "peer-auto-tls"} {
+		"snapshot-count", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth", "peer-auto-tls",
+		"experimental-initial-corrupt-check", "corrupt-check-time", "compact-hash-check-time"} {
 		if v.IsSet(f) {
 			b.note(f, "no effect: without --initial-cluster (or peer URLs) Strata serves as a single server, with no raft log, named \"strata\" in member list; give --initial-cluster to run a cluster member, even of one")
 		}

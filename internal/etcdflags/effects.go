@@ -26,8 +26,6 @@ var noEffect = map[string]string{
 	"grpc-keepalive-min-time":              "Strata's gRPC server permits pings every 5s, etcd's default",
 	"grpc-keepalive-interval":              "Strata's gRPC server keeps its built-in keepalive settings",
 	"grpc-keepalive-timeout":               "Strata's gRPC server keeps its built-in keepalive settings",
-	"corrupt-check-time":                   "Strata's members compare no bbolt hashes; the engine checks block checksums on every read",
-	"compact-hash-check-time":              "Strata's members compare no bbolt hashes; the engine checks block checksums on every read",
 	"downgrade-check-time":                 "Strata has no cluster downgrade",
 	"warning-apply-duration":               "Strata logs no slow-apply warnings",
 	"warning-unary-request-duration":       "Strata logs no slow-request warnings",
@@ -89,8 +87,8 @@ var refused = map[string]string{
 // featureGates are etcd 3.6's server feature gates, each with what Strata
 // does about it: nothing, or what it always does.
 var featureGates = map[string]string{
-	"InitialCorruptCheck":          "Strata's members compare no bbolt hashes before serving; the engine checks block checksums on every read and a restarting member replays its raft log",
-	"CompactHashCheck":             "Strata's members compare no bbolt hashes; the engine checks block checksums on every read",
+	"InitialCorruptCheck":          "server.initial_corrupt_check (handled in build.go)",
+	"CompactHashCheck":             "server.compact_hash_check (handled in build.go)",
 	"StopGRPCServiceOnDefrag":      "an etcd defragmentation behaviour with no Strata counterpart (no bbolt file to rewrite)",
 	"TxnModeWriteWithSharedBuffer": "no bbolt read buffer",
 	"LeaseCheckpoint":              "etcd lessor internals with no Strata counterpart",

@@ -3,7 +3,7 @@
 // builds the Strata configuration that `strata etcd` serves:
 //
 //	v, notes, err := etcdflags.Parse(os.Args[1:], os.Environ())
-//	res, err := etcdflags.Build(v)   // res.Config, res.Notes, res.Verbose
+//	res, err := etcdflags.Build(v)   // res.Config, res.Notes
 //	err = etcdflags.CheckDataDir(res.DataDir)
 //
 // Every etcd flag is known here (the names of etcd 3.7's embed and

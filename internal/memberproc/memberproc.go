@@ -1,9 +1,10 @@
 // Package memberproc runs servers under test as processes of their own:
-// `strata serve` members (one, or a raft cluster) and etcd 3.7.3 members
-// (internal/bench/etcd37, embed), built from this repository, on loopback
-// ports, each killed with SIGKILL and restarted on its data when a test
-// says so. It is the launcher of the test modules that drive etcd's own
-// tests against real processes (robustness/):
+// `strata serve` members (one, or a raft cluster), `strata etcd` members
+// started from kubeadm's etcd command line (kubeadm.go) and etcd 3.7.3
+// members (internal/bench/etcd37, embed), built from this repository, on
+// loopback ports, each killed with SIGKILL and restarted on its data when
+// a test says so. It is the launcher of the test modules that drive
+// etcd's own tests against real processes (robustness/, kubetest/):
 //
 //	c, err := memberproc.StartStrata(repoRoot, memberproc.StrataOptions{Members: 3})
 //	defer c.Stop(false)
@@ -16,6 +17,7 @@ package memberproc
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,6 +44,11 @@ type Member struct {
 	Dir string
 	// RaftDir is a Strata member's raft log directory ("" for etcd).
 	RaftDir string
+	// TLS is the client TLS of a member whose client URLs are https
+	// (nil: plain text).
+	TLS *tls.Config
+	// MetricsURL is the member's first metrics URL ("" without one).
+	MetricsURL string
 
 	args    []string
 	logPath string
@@ -283,7 +290,7 @@ func (m *Member) Start() error {
 }
 
 func (m *Member) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{m.Client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return clientv3.New(clientv3.Config{Endpoints: []string{m.Client}, DialTimeout: 5 * time.Second, TLS: m.TLS, Logger: zap.NewNop()})
 }
 
 // Kill sends SIGKILL to m, if it runs, and waits until it exited.

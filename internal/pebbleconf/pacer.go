@@ -13,7 +13,7 @@ import (
 // long as it runs: after an etcd compaction, the rewrite of the bottom
 // level over the dropped history took about a fifth of the server's CPU
 // for 6 s, and the put p99 of those seconds rose by a quarter
-// (docs/mvcc.md). That work is not urgent while the engine keeps up with
+// (docs/mvcc-compaction.md). That work is not urgent while the engine keeps up with
 // the writes, so a compaction then runs at most pacerDuty of the time: it
 // rests in Pebble's own hook for pacing (CompactionGrantHandle.
 // CumulativeStats, which the compaction loop calls every 128 keys), and

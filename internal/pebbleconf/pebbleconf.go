@@ -83,14 +83,14 @@ const (
 	// 10 tables behind made its compaction rewrite every value of
 	// those tables, which took seconds while L0 reached Pebble's write
 	// stop; a long pod load with server.reclaim_history had 5-6 seconds
-	// without a completed put at 10 and none at 40 (docs/mvcc.md).
+	// without a completed put at 10 and none at 40 (docs/mvcc-compaction.md).
 	maxBlobReferenceDepth = 40
 	// blobRewriteMinimumAge keeps a young blob file, whose garbage may yet
 	// grow, from being rewritten. A minute rather than CockroachDB's 5:
 	// 100,000 pods updated 1,000,000 times and compacted every 30 s left
 	// 1,551 MB on disk instead of 2,419, and 776-1,085 instead of 2,048
 	// with server.reclaim_history (etcd 3.7.3: 3,631), for 3-8% more
-	// server CPU in single runs (docs/mvcc.md).
+	// server CPU in single runs (docs/mvcc-compaction.md).
 	blobRewriteMinimumAge = time.Minute
 	// blobGarbageRatio is the share of unreferenced values at which
 	// enable_blob_garbage_collection rewrites a blob file.

@@ -12,7 +12,7 @@
 // compacts at the revision reached a third into them, while the last third
 // goes on. Every write is synced, as the server's. With -events it also
 // lists each compaction from 2 s before to 30 s after, with its input
-// levels. docs/mvcc.md has the figures.
+// levels. docs/mvcc-compaction.md has the figures.
 package main
 
 import (
