@@ -14,22 +14,33 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// writers runs n goroutines putting distinct keys through cli until stop
-// is closed, and returns the keys whose puts were acknowledged. A put that
-// fails has an unknown outcome and is not counted.
+// writers runs n goroutines putting distinct keys (key = value) through
+// cli until stop is closed, each at most writerMaxPuts puts and for at most
+// writerMaxTime, and returns the keys whose puts were acknowledged. A put
+// that fails has an unknown outcome and is not counted.
 type writers struct {
 	mu    sync.Mutex
 	acked []string
 	fails atomic.Int64
 	wg    sync.WaitGroup
 	stop  chan struct{}
+	once  sync.Once
+	// done is closed once every goroutine has stopped.
+	done chan struct{}
 }
 
+// The bounds of each writer goroutine.
+const (
+	writerMaxPuts = 20000
+	writerMaxTime = 2 * time.Minute
+)
+
 func startWriters(cli *clientv3.Client, n int, prefix string) *writers {
-	w := &writers{stop: make(chan struct{})}
+	w := &writers{stop: make(chan struct{}), done: make(chan struct{})}
+	deadline := time.Now().Add(writerMaxTime)
 	for g := range n {
 		w.wg.Go(func() {
-			for i := 0; ; i++ {
+			for i := 0; i < writerMaxPuts && time.Now().Before(deadline); i++ {
 				select {
 				case <-w.stop:
 					return
@@ -50,6 +61,10 @@ func startWriters(cli *clientv3.Client, n int, prefix string) *writers {
 			}
 		})
 	}
+	go func() {
+		w.wg.Wait()
+		close(w.done)
+	}()
 	return w
 }
 
@@ -59,11 +74,17 @@ func (w *writers) count() int {
 	return len(w.acked)
 }
 
-// waitFor waits until at least n puts were acknowledged.
+// waitFor waits until at least n puts were acknowledged; the writers must
+// not have stopped before.
 func (w *writers) waitFor(t *testing.T, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for w.count() < n {
+		select {
+		case <-w.done:
+			t.Fatalf("the writers stopped at %d acknowledged puts (%d failed), want %d", w.count(), w.fails.Load(), n)
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of %d writes acknowledged within %v (%d failed)", w.count(), n, within, w.fails.Load())
 		}
@@ -71,9 +92,10 @@ func (w *writers) waitFor(t *testing.T, n int, within time.Duration) {
 	}
 }
 
+// finish stops the writers and returns the acknowledged puts.
 func (w *writers) finish() []string {
-	close(w.stop)
-	w.wg.Wait()
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
 	return w.acked
 }
 

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -67,7 +66,12 @@ func TestJoinWithEtcdctl(t *testing.T) {
 	}
 	jc.waitMembers(3)
 
-	w := startBoundedWriter(jc.endpoints(jc.members...), "join/", 20000, 2*time.Minute)
+	wcli, err := clientv3.New(clientv3.Config{Endpoints: jc.endpoints(jc.members...), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wcli.Close()
+	w := startWriters(wcli, 1, "join/")
 	defer w.finish()
 	w.waitFor(t, 500, 30*time.Second)
 
@@ -519,81 +523,4 @@ func (jc *joinCluster) checkAcked(m *joinMember, prefix string, acked []string) 
 	if missing > 0 {
 		jc.t.Fatalf("%s: %d of %d acknowledged puts missing", m.name, missing, len(acked))
 	}
-}
-
-// boundedWriter is one goroutine putting key=key under a prefix, at most
-// max puts and for at most a duration, recording the acknowledged ones.
-type boundedWriter struct {
-	stop  chan struct{}
-	done  chan struct{}
-	fails atomic.Int64
-
-	mu    sync.Mutex
-	acked []string
-	once  sync.Once
-}
-
-func startBoundedWriter(endpoints []string, prefix string, max int, within time.Duration) *boundedWriter {
-	w := &boundedWriter{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			w.fails.Add(1)
-			return
-		}
-		defer cli.Close()
-		deadline := time.Now().Add(within)
-		for i := 0; i < max && time.Now().Before(deadline); i++ {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			k := fmt.Sprintf("%s%06d", prefix, i)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_, err := cli.Put(ctx, k, k)
-			cancel()
-			if err != nil {
-				w.fails.Add(1)
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			w.mu.Lock()
-			w.acked = append(w.acked, k)
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
-
-func (w *boundedWriter) count() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.acked)
-}
-
-// waitFor waits until n puts were acknowledged; the writer must not have
-// stopped before.
-func (w *boundedWriter) waitFor(t *testing.T, n int, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for w.count() < n {
-		select {
-		case <-w.done:
-			t.Fatalf("the writer stopped at %d acknowledged puts (%d failed), want %d", w.count(), w.fails.Load(), n)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d puts acknowledged within %v (%d failed)", w.count(), n, within, w.fails.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// finish stops the writer and returns the acknowledged puts.
-func (w *boundedWriter) finish() []string {
-	w.once.Do(func() { close(w.stop) })
-	<-w.done
-	return w.acked
 }
