@@ -49,13 +49,7 @@ func StartEtcdFlags(ctx context.Context, kind Kind, p Programs, parent string, p
 	default:
 		return nil, s.fail(fmt.Errorf("%w %q: etcd's command line runs strata and etcd34", ErrUnknownServer, kind))
 	}
-	log, err := os.Create(s.logPath)
-	if err != nil {
-		return nil, s.fail(err)
-	}
-	defer log.Close()
-	s.cmd.Env = append(os.Environ(), env...)
-	if err := s.launch(log); err != nil {
+	if err := s.start(env); err != nil {
 		return nil, s.fail(err)
 	}
 	if err := s.waitReady(ctx); err != nil {

@@ -250,13 +250,7 @@ func launchServer(kind Kind, p Programs, parent string, so StartOptions) (*Serve
 	default:
 		return nil, s.fail(fmt.Errorf("%w %q", ErrUnknownServer, kind))
 	}
-	log, err := os.Create(s.logPath)
-	if err != nil {
-		return nil, s.fail(err)
-	}
-	defer log.Close()
-	s.cmd.Env = append(os.Environ(), env...)
-	if err := s.launch(log); err != nil {
+	if err := s.start(env); err != nil {
 		return nil, s.fail(err)
 	}
 	return s, nil
@@ -305,6 +299,18 @@ func etcdInitialCluster(members []memberAddrs) string {
 // launch starts s.cmd with its output going to log, dying with the
 // benchmark whatever kills it, and watches for its exit (s.done,
 // s.waitErr). StartServer and a restart in place share it.
+// start starts s.cmd with env added to this process's environment and
+// its output in s.logPath.
+func (s *Server) start(env []string) error {
+	log, err := os.Create(s.logPath)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	s.cmd.Env = append(os.Environ(), env...)
+	return s.launch(log)
+}
+
 func (s *Server) launch(log *os.File) error {
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
