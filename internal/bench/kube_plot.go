@@ -43,16 +43,7 @@ func (r *KubeRun) Plot(w io.Writer) error {
 	if len(r.Samples) == 0 {
 		return errors.New("bench: kube plot: no samples")
 	}
-	puts, p99 := plot.New(), plot.New()
-	puts.Title.Text = kubePlotPuts
-	p99.Title.Text = kubePlotP99
-	p99.X.Label.Text = kubePlotTime
-	for _, p := range []*plot.Plot{puts, p99} {
-		p.Legend.Top = true
-		p.Legend.TextStyle.Font.Size = vg.Points(7)
-		p.Y.Min = 0
-		p.Add(plotter.NewGrid())
-	}
+	puts, p99 := timePlots(kubePlotPuts, kubePlotP99)
 	passes := map[Kind]int{}
 	markShown, killShown := false, false
 	for _, smp := range r.Samples {
@@ -156,4 +147,19 @@ func (r *KubeRun) WriteTimeline(w io.Writer) error {
 		return fmt.Errorf("bench: kube time line: %w", err)
 	}
 	return nil
+}
+
+// timePlots returns the two plots of a time line, one above the other:
+// titled, from 0 up, gridded, legends on top, the time axis named below.
+func timePlots(top, bottom string) (*plot.Plot, *plot.Plot) {
+	upper, lower := plot.New(), plot.New()
+	upper.Title.Text, lower.Title.Text = top, bottom
+	lower.X.Label.Text = kubePlotTime
+	for _, p := range []*plot.Plot{upper, lower} {
+		p.Legend.Top = true
+		p.Legend.TextStyle.Font.Size = vg.Points(7)
+		p.Y.Min = 0
+		p.Add(plotter.NewGrid())
+	}
+	return upper, lower
 }

@@ -120,16 +120,7 @@ func (r *PatroniRun) Plot(w io.Writer) error {
 	if len(r.Servers) == 0 {
 		return errors.New("bench: patroni plot: no servers")
 	}
-	disk, kept := plot.New(), plot.New()
-	disk.Title.Text = patroniPlotDisk
-	kept.Title.Text = patroniPlotKept
-	kept.X.Label.Text = kubePlotTime
-	for _, p := range []*plot.Plot{disk, kept} {
-		p.Legend.Top = true
-		p.Legend.TextStyle.Font.Size = vg.Points(7)
-		p.Y.Min = 0
-		p.Add(plotter.NewGrid())
-	}
+	disk, kept := timePlots(patroniPlotDisk, patroniPlotKept)
 	for _, s := range r.Servers {
 		if len(s.Samples) == 0 {
 			continue
