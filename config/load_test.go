@@ -72,6 +72,7 @@ func allChanged() *Config {
 		Server: ServerConfig{
 			Listen:               "0.0.0.0:12379",
 			ListenMetricsURLs:    []string{"http://127.0.0.1:12381", "https://[::1]:12381"},
+			ListenClientURLs:     []string{"http://127.0.0.1:14001"},
 			MaxRequestBytes:      4 << 20,
 			MaxTxnOps:            512,
 			MaxValueBytes:        1 << 20,

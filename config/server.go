@@ -33,6 +33,15 @@ type ServerConfig struct {
 	// is [] (none).
 	ListenMetricsURLs []string `toml:"listen_metrics_urls" yaml:"listen_metrics_urls" json:"listen_metrics_urls"`
 
+	// ListenClientURLs are more addresses to serve clients on beside
+	// listen, with everything listen serves (etcd's --listen-client-urls
+	// past the first port and scheme): each "http://HOST:PORT" or
+	// "https://HOST:PORT", HOST an IP address or localhost. An http URL is
+	// served without TLS even when cert_file is set (etcd serves its http
+	// URLs so beside its https ones); an https URL uses cert_file, key_file
+	// and client_ca_file as listen does. The default value is [] (none).
+	ListenClientURLs []string `toml:"listen_client_urls" yaml:"listen_client_urls" json:"listen_client_urls"`
+
 	// MaxRequestBytes is the largest request accepted, in bytes: a v2 body
 	// or a v3 message (etcd's --max-request-bytes; gRPC gets 512 KiB more
 	// for framing, as in etcd). 1 KiB..64 MiB. The default value is
@@ -443,10 +452,17 @@ func (s *ServerConfig) validate(v *validator) {
 		v.add("server.listen", s.Listen, err.Error())
 	}
 	for _, u := range s.ListenMetricsURLs {
-		if _, err := ParseMetricsURL(u); err != nil {
+		if _, err := ParseListenURL(u); err != nil {
 			v.add("server.listen_metrics_urls", u, err.Error())
 		} else if strings.HasPrefix(u, "https:") && s.CertFile == "" {
 			v.add("server.listen_metrics_urls", u, "https needs server.cert_file and server.key_file (the client URL's certificate, as etcd's)")
+		}
+	}
+	for _, u := range s.ListenClientURLs {
+		if _, err := ParseListenURL(u); err != nil {
+			v.add("server.listen_client_urls", u, err.Error())
+		} else if strings.HasPrefix(u, "https:") && s.CertFile == "" {
+			v.add("server.listen_client_urls", u, "https needs server.cert_file and server.key_file")
 		}
 	}
 	v.between("server.max_request_bytes", s.MaxRequestBytes, 1<<10, 64<<20)
@@ -510,35 +526,37 @@ func checkAuthToken(tok string) error {
 	return nil
 }
 
-// MetricsURL is one of server.listen_metrics_urls, parsed.
-type MetricsURL struct {
+// ListenURL is one of server.listen_metrics_urls or listen_client_urls,
+// parsed.
+type ListenURL struct {
 	// TLS is true for https.
 	TLS bool
 	// Addr is the host:port to listen on.
 	Addr string
 }
 
-// ParseMetricsURL parses one of server.listen_metrics_urls as etcd's
+// ParseListenURL parses one of server.listen_metrics_urls or
+// listen_client_urls as etcd's
 // checkBindURLs accepts it: http or https, an IP address or localhost
 // with a numeric port, and no path, query or user.
-func ParseMetricsURL(raw string) (MetricsURL, error) {
+func ParseListenURL(raw string) (ListenURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return MetricsURL{}, fmt.Errorf("must be a URL such as http://127.0.0.1:2381 (%v)", err)
+		return ListenURL{}, fmt.Errorf("must be a URL such as http://127.0.0.1:2381 (%v)", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return MetricsURL{}, fmt.Errorf("scheme %q: must be http or https, e.g. http://127.0.0.1:2381", u.Scheme)
+		return ListenURL{}, fmt.Errorf("scheme %q: must be http or https, e.g. http://127.0.0.1:2381", u.Scheme)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
-		return MetricsURL{}, fmt.Errorf("must be SCHEME://HOST:PORT with nothing after the port, e.g. http://127.0.0.1:2381")
+		return ListenURL{}, fmt.Errorf("must be SCHEME://HOST:PORT with nothing after the port, e.g. http://127.0.0.1:2381")
 	}
 	if err := checkListen(u.Host); err != nil {
-		return MetricsURL{}, err
+		return ListenURL{}, err
 	}
 	if h := u.Hostname(); h != "localhost" && net.ParseIP(h) == nil {
-		return MetricsURL{}, fmt.Errorf("host %q: must be an IP address or localhost to listen on (etcd's rule)", h)
+		return ListenURL{}, fmt.Errorf("host %q: must be an IP address or localhost to listen on (etcd's rule)", h)
 	}
-	return MetricsURL{TLS: u.Scheme == "https", Addr: u.Host}, nil
+	return ListenURL{TLS: u.Scheme == "https", Addr: u.Host}, nil
 }
 
 // checkListen requires host:port with a numeric port.

@@ -72,7 +72,7 @@ func (s *Server) serve() error {
 		maxRequestBytes: int(s.cfg.Server.MaxRequestBytes)})
 	pb.RegisterLeaseServer(s.grpc, &leaseServer{raft: s, auth: s.auth, hdr: s.header(), lessor: s.lease, store: s.store, ids: &s.leaseIDs, streams: s.streams})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{node: s.node, db: s.db, store: s.store, auth: s.auth, hdr: s.header(),
-		raft: s, alarms: s.apply.alarms, quota: quotaGauge(s.cfg)})
+		raft: s, alarms: s.apply.alarms, quota: quotaGauge(s.cfg), spaceChanged: func() { s.space.sample() }})
 	pb.RegisterClusterServer(s.grpc, &clusterServer{node: s.node, hdr: s.header()})
 	pb.RegisterAuthServer(s.grpc, &authServer{raft: s, auth: s.auth, hdr: s.header()})
 	// gRPC's standard health service, as etcd registers it (v3rpc's
@@ -99,6 +99,7 @@ func (s *Server) serve() error {
 		httpSrv.Handler = grpcOrHTTP(s.grpc, mux)
 		httpSrv.TLSConfig = tlsCfg
 		s.goServe(func() error { return httpSrv.ServeTLS(s.ln, "", "") })
+		s.serveClients(mux, tlsCfg)
 		return s.serveMetrics()
 	}
 	m := cmux.New(s.ln)
@@ -107,6 +108,7 @@ func (s *Server) serve() error {
 	s.goServe(func() error { return s.grpc.Serve(grpcL) })
 	s.goServe(func() error { return httpSrv.Serve(httpL) })
 	s.goServe(m.Serve)
+	s.serveClients(mux, nil)
 	return s.serveMetrics()
 }
 
@@ -136,6 +138,7 @@ func (s *Server) shutdownListeners() {
 	done := make(chan struct{})
 	go func() {
 		s.closeMetrics(ctx)
+		s.closeClients(ctx)
 		_ = s.http.Shutdown(ctx)
 		s.grpc.GracefulStop()
 		close(done)

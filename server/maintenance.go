@@ -36,6 +36,10 @@ type maintenanceServer struct {
 	alarms *alarmStore
 	// quota is quota_backend_bytes as etcd reports it (DbSizeQuota).
 	quota int64
+	// spaceChanged takes a new sample of the space guard (quota.go): after
+	// a defragmentation or an alarm disarmed, a write must not be refused
+	// on a sample from before, however recent.
+	spaceChanged func()
 }
 
 // Status reports the member: etcd API version, database size on disk and
@@ -113,6 +117,9 @@ func (m *maintenanceServer) Defragment(ctx context.Context, r *pb.DefragmentRequ
 	}
 	if err := m.db.CompactAll(); err != nil {
 		return nil, status.Errorf(codes.Internal, "etcdserver: defragment: %v", err)
+	}
+	if m.spaceChanged != nil {
+		m.spaceChanged()
 	}
 	return &pb.DefragmentResponse{Header: m.hdr.fill(nil)}, nil
 }
@@ -210,6 +217,9 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 	resp, err := m.raft.propose(ctx, &pb.InternalRaftRequest{Alarm: r})
 	if err != nil {
 		return nil, toGRPC(err)
+	}
+	if r.Action == pb.AlarmRequest_DEACTIVATE && m.spaceChanged != nil {
+		m.spaceChanged()
 	}
 	out := resp.(*pb.AlarmResponse)
 	m.hdr.fill(out.Header)

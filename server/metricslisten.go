@@ -33,7 +33,7 @@ type metricsListener struct {
 // Start before anything is served. Serving starts with serveMetrics.
 func (s *Server) listenMetrics() error {
 	for _, raw := range s.cfg.Server.ListenMetricsURLs {
-		mu, err := config.ParseMetricsURL(raw)
+		mu, err := config.ParseListenURL(raw)
 		if err != nil { // Validate checked it
 			return fmt.Errorf("server: listen_metrics_urls = %q: %w", raw, err)
 		}

@@ -63,6 +63,8 @@ type Server struct {
 	ln net.Listener
 	// metricsLns are server.listen_metrics_urls (metricslisten.go).
 	metricsLns []*metricsListener
+	// clientLns are server.listen_client_urls (listenclient.go).
+	clientLns []*clientListener
 	grpc       *grpc.Server
 	http       *http.Server
 	// closeGateway ends the gRPC gateway's connection to grpc.
@@ -144,6 +146,7 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 			_ = s.ln.Close()
 		}
 		s.closeMetrics(context.Background())
+		s.closeClients(context.Background())
 		if s.auth != nil {
 			_ = s.auth.Close()
 		}
@@ -173,6 +176,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
 	}
 	if err := s.listenMetrics(); err != nil {
+		return fail(err)
+	}
+	if err := s.listenClients(); err != nil {
 		return fail(err)
 	}
 	url := clientURL(cfg, s.ln.Addr())

@@ -110,6 +110,14 @@ func TestEtcdFlagMapping(t *testing.T) {
 			func(r *etcdflags.Result) any { return r.Config.Server.Listen }, "10.0.0.1:4000"},
 		{"listen-client-urls several", []string{"--listen-client-urls=http://127.0.0.1:4000,http://10.0.0.1:4000", "--advertise-client-urls=http://10.0.0.1:4000"}, nil,
 			func(r *etcdflags.Result) any { return r.Config.Server.Listen }, "0.0.0.0:4000"},
+		{"listen-client-urls two ports", []string{"--listen-client-urls=http://127.0.0.1:2379,http://127.0.0.1:2479", "--advertise-client-urls=http://127.0.0.1:2379"}, nil,
+			func(r *etcdflags.Result) any {
+				return fmt.Sprint(r.Config.Server.Listen, r.Config.Server.ListenClientURLs)
+			}, "127.0.0.1:2379[http://127.0.0.1:2479]"},
+		{"listen-client-urls https and http", []string{"--listen-client-urls=http://127.0.0.1:4001,https://10.0.0.1:2379,https://127.0.0.1:2379", "--advertise-client-urls=https://10.0.0.1:2379", "--cert-file=c", "--key-file=k"}, nil,
+			func(r *etcdflags.Result) any {
+				return fmt.Sprint(r.Config.Server.Listen, r.Config.Server.ListenClientURLs, r.Config.Server.CertFile)
+			}, "0.0.0.0:2379[http://127.0.0.1:4001]c"},
 		{"advertise-client-urls", append([]string{"--listen-client-urls=http://0.0.0.0:4000", "--advertise-client-urls=http://10.0.0.1:4000"}, cluster...), nil,
 			func(r *etcdflags.Result) any { return r.Config.Cluster.Members[0].ClientURL }, "http://10.0.0.1:4000"},
 		{"listen-peer-urls", cluster, nil, func(r *etcdflags.Result) any { return r.Config.Cluster.ListenPeer }, "10.0.0.1:2380"},
@@ -226,8 +234,7 @@ func TestEtcdNotes(t *testing.T) {
 		{"auto-tls", []string{"--listen-client-urls=https://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2379", "--auto-tls"}, "", "--auto-tls=true: not supported"},
 		{"peer-auto-tls", []string{"--listen-peer-urls=https://127.0.0.1:2380", "--initial-advertise-peer-urls=https://127.0.0.1:2380", "--peer-auto-tls"}, "", "--peer-auto-tls=true: not supported"},
 		{"client-cert-auth without CA", []string{"--listen-client-urls=https://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2379", "--cert-file=c", "--key-file=k", "--client-cert-auth"}, "", "needs --trusted-ca-file"},
-		{"mixed schemes", []string{"--listen-client-urls=https://127.0.0.1:2379,http://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2379", "--cert-file=c", "--key-file=k"}, "", "mixes http and https"},
-		{"two ports", []string{"--listen-client-urls=http://127.0.0.1:2379,http://127.0.0.1:2479", "--advertise-client-urls=http://127.0.0.1:2379"}, "", "listens on one port"},
+		{"mixed schemes on one port", []string{"--listen-client-urls=https://127.0.0.1:2379,http://127.0.0.1:2379", "--advertise-client-urls=https://127.0.0.1:2379", "--cert-file=c", "--key-file=k"}, "", "http and https on one port (2379)"},
 		{"advertise required", []string{"--listen-client-urls=http://127.0.0.1:2379"}, "", "--advertise-client-urls is required"},
 		{"several listen hosts", []string{"--listen-client-urls=http://127.0.0.1:2379,http://10.0.0.1:2379", "--advertise-client-urls=http://10.0.0.1:2379"}, "serving http on 0.0.0.0:2379", ""},
 		{"name not in cluster", []string{"--name=zz", "--initial-cluster=s1=http://10.0.0.1:2380", "--initial-advertise-peer-urls=http://10.0.0.1:2380"}, "", `couldn't find local name "zz"`},

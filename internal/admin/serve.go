@@ -136,6 +136,9 @@ func runServer(cmd *cobra.Command, cfg *config.Config, log engine.Logger) error 
 		_ = srv.Close()
 		return err
 	}
+	for _, u := range srv.ClientURLs() {
+		fmt.Fprintf(out, "strata: serving clients also on %s\n", u)
+	}
 	for _, u := range srv.MetricsURLs() {
 		fmt.Fprintf(out, "strata: serving /metrics, /health, /livez and /readyz on %s\n", u)
 	}

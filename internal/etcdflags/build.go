@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,7 +125,7 @@ func (b *builder) build() {
 	}
 
 	// Client URLs and TLS.
-	clientScheme := b.listen("listen-client-urls", &cfg.Server.Listen)
+	clientScheme := b.listenClients(cfg)
 	if v.IsSet("listen-client-urls") && !v.IsSet("advertise-client-urls") {
 		b.fail("listen-client-urls", "--advertise-client-urls is required when --listen-client-urls is set explicitly (etcd's rule)")
 	}
@@ -168,7 +169,7 @@ func (b *builder) build() {
 				continue
 			}
 			raw := u.Scheme + "://" + u.Host
-			if _, err := config.ParseMetricsURL(raw); err != nil {
+			if _, err := config.ParseListenURL(raw); err != nil {
 				b.fail("listen-metrics-urls", "%s: %v", raw, err)
 				continue
 			}
@@ -388,8 +389,6 @@ func (b *builder) cluster(name string) {
 func (b *builder) listen(flag string, addr *string) string {
 	us := b.urls(flag)
 	scheme, port := us[0].Scheme, us[0].Port()
-	hosts := map[string]bool{}
-	var v6 bool
 	for _, u := range us {
 		if u.Scheme != scheme {
 			b.fail(flag, "not supported yet: Strata serves one scheme; this mixes http and https")
@@ -399,20 +398,68 @@ func (b *builder) listen(flag string, addr *string) string {
 			b.fail(flag, "not supported yet: Strata listens on one port; this lists %s and %s", port, u.Port())
 			return scheme
 		}
+	}
+	*addr = b.listenAddr(flag, us)
+	return scheme
+}
+
+// listenClients maps --listen-client-urls: the URLs grouped by scheme and
+// port, the first https group (else the first) to server.listen, each
+// other group to server.listen_client_urls. It returns server.listen's
+// scheme.
+func (b *builder) listenClients(cfg *config.Config) string {
+	const flag = "listen-client-urls"
+	type group struct {
+		scheme, port string
+		urls         []*url.URL
+	}
+	var groups []*group
+	for _, u := range b.urls(flag) {
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.scheme == u.Scheme && g.port == u.Port() })
+		if i < 0 && slices.ContainsFunc(groups, func(g *group) bool { return g.port == u.Port() }) {
+			b.fail(flag, "not supported yet: http and https on one port (%s); give them ports of their own", u.Port())
+			return u.Scheme
+		}
+		if i < 0 {
+			groups = append(groups, &group{scheme: u.Scheme, port: u.Port()})
+			i = len(groups) - 1
+		}
+		groups[i].urls = append(groups[i].urls, u)
+	}
+	if len(groups) == 0 { // unparsable: reported where the flag was read
+		return "http"
+	}
+	primary := max(0, slices.IndexFunc(groups, func(g *group) bool { return g.scheme == "https" }))
+	cfg.Server.Listen = b.listenAddr(flag, groups[primary].urls)
+	for i, g := range groups {
+		if i != primary {
+			cfg.Server.ListenClientURLs = append(cfg.Server.ListenClientURLs, g.scheme+"://"+b.listenAddr(flag, g.urls))
+		}
+	}
+	return groups[primary].scheme
+}
+
+// listenAddr is the address that serves us, URLs of one scheme and port:
+// their host if they name one, else the wildcard address of the port,
+// with a note (Strata listens once per port).
+func (b *builder) listenAddr(flag string, us []*url.URL) string {
+	hosts := map[string]bool{}
+	var v6 bool
+	for _, u := range us {
 		hosts[u.Hostname()] = true
 		v6 = v6 || strings.Contains(u.Hostname(), ":")
 	}
+	port := us[0].Port()
 	if len(hosts) == 1 {
-		*addr = net.JoinHostPort(us[0].Hostname(), port)
-		return scheme
+		return net.JoinHostPort(us[0].Hostname(), port)
 	}
 	wild := "0.0.0.0"
 	if v6 {
 		wild = "::"
 	}
-	*addr = net.JoinHostPort(wild, port)
-	b.note(flag, "Strata listens on one address: serving %s on %s, which covers these hosts and every other address of this machine", scheme, *addr)
-	return scheme
+	addr := net.JoinHostPort(wild, port)
+	b.note(flag, "Strata listens once per port: serving %s on %s, which covers these hosts and every other address of this machine", us[0].Scheme, addr)
+	return addr
 }
 
 // ErrEtcdDataDir is returned by CheckDataDir for an etcd member's data
