@@ -65,8 +65,8 @@ type Server struct {
 	metricsLns []*metricsListener
 	// clientLns are server.listen_client_urls (listenclient.go).
 	clientLns []*clientListener
-	grpc       *grpc.Server
-	http       *http.Server
+	grpc      *grpc.Server
+	http      *http.Server
 	// closeGateway ends the gRPC gateway's connection to grpc.
 	closeGateway func()
 	serving      sync.WaitGroup

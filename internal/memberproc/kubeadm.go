@@ -151,7 +151,7 @@ func StartKubeadm(repoRoot string, opts KubeadmOptions) (*KubeadmCluster, error)
 		return nil, c.failStart(err)
 	}
 	for i, n := range nodes {
-		m := &Member{Name: n.name, Client: n.client, Dir: n.dataDir, ListenURL: "http://" + n.metrics, TLS: kc.APIServerTLS}
+		m := &Member{Name: n.name, Client: n.client, Dir: n.dataDir, MetricsURL: "http://" + n.metrics, TLS: kc.APIServerTLS}
 		if i == 0 {
 			// kubeadm init: a cluster of one.
 			n.initialCluster = []string{n.name + "=https://" + n.peer}

@@ -47,8 +47,8 @@ type Member struct {
 	// TLS is the client TLS of a member whose client URLs are https
 	// (nil: plain text).
 	TLS *tls.Config
-	// ListenURL is the member's first metrics URL ("" without one).
-	ListenURL string
+	// MetricsURL is the member's first metrics URL ("" without one).
+	MetricsURL string
 
 	args    []string
 	logPath string
