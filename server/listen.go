@@ -96,10 +96,13 @@ func (s *Server) serve() error {
 	}
 	s.http = httpSrv
 	if tlsCfg != nil {
+		// net/http writes its HTTP/2 defaults into a server's TLSConfig
+		// as it starts: the other listeners take a copy made before.
+		clientsTLS := tlsCfg.Clone()
 		httpSrv.Handler = grpcOrHTTP(s.grpc, mux)
 		httpSrv.TLSConfig = tlsCfg
 		s.goServe(func() error { return httpSrv.ServeTLS(s.ln, "", "") })
-		s.serveClients(mux, tlsCfg)
+		s.serveClients(mux, clientsTLS)
 		return s.serveMetrics()
 	}
 	m := cmux.New(s.ln)
