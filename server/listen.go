@@ -140,8 +140,8 @@ func (s *Server) shutdownListeners() {
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		s.closeMetrics(ctx)
-		s.closeClients(ctx)
+		closeListeners(ctx, s.metricsLns)
+		closeListeners(ctx, s.clientLns)
 		_ = s.http.Shutdown(ctx)
 		s.grpc.GracefulStop()
 		close(done)

@@ -1,16 +1,11 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
-	"fmt"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/soheilhy/cmux"
-
-	"github.com/stratadb/strata/config"
 )
 
 // The client listeners beside server.listen (server.listen_client_urls,
@@ -18,31 +13,7 @@ import (
 // serves everything listen does (the v3 API, v2, the gateway, /metrics
 // and the probes), an http URL without TLS and an https URL with the
 // client TLS, so that etcd's "https://IP:2379,http://127.0.0.1:4001"
-// works as in etcd.
-
-// clientListener is one of server.listen_client_urls.
-type clientListener struct {
-	ln  net.Listener
-	srv *http.Server
-	tls bool
-}
-
-// listenClients opens every extra client URL, so that an address in use
-// fails Start before anything is served.
-func (s *Server) listenClients() error {
-	for _, raw := range s.cfg.Server.ListenClientURLs {
-		lu, err := config.ParseListenURL(raw)
-		if err != nil { // Validate checked it
-			return fmt.Errorf("server: listen_client_urls = %q: %w", raw, err)
-		}
-		ln, err := net.Listen("tcp", lu.Addr)
-		if err != nil {
-			return fmt.Errorf("server: listen_client_urls = %q: %w", raw, err)
-		}
-		s.clientLns = append(s.clientLns, &clientListener{ln: ln, tls: lu.TLS})
-	}
-	return nil
-}
+// works as in etcd. Start opens them (openListeners).
 
 // serveClients serves the extra client listeners as serve serves listen:
 // with TLS, one net/http server handing gRPC requests to s.grpc; without,
@@ -69,28 +40,4 @@ func (s *Server) serveClients(handler http.Handler, tlsCfg *tls.Config) {
 
 // ClientURLs returns the extra client URLs as they listen (a port 0 given
 // resolved).
-func (s *Server) ClientURLs() []string {
-	urls := make([]string, len(s.clientLns))
-	for i, cl := range s.clientLns {
-		scheme := "http"
-		if cl.tls {
-			scheme = "https"
-		}
-		urls[i] = scheme + "://" + cl.ln.Addr().String()
-	}
-	return urls
-}
-
-// closeClients stops the extra client listeners: no new connections,
-// the requests in flight given until ctx ends.
-func (s *Server) closeClients(ctx context.Context) {
-	for _, cl := range s.clientLns {
-		if cl.srv == nil {
-			_ = cl.ln.Close()
-			continue
-		}
-		if err := cl.srv.Shutdown(ctx); err != nil {
-			_ = cl.srv.Close()
-		}
-	}
-}
+func (s *Server) ClientURLs() []string { return listenerURLs(s.clientLns) }

@@ -22,28 +22,64 @@ import (
 // (createMetricsListener). Nothing else is served there: no v2 or v3
 // API, no /version.
 
-// metricsListener is one of server.listen_metrics_urls.
-type metricsListener struct {
+// extraListener is one of server.listen_metrics_urls or
+// listen_client_urls: its listener, opened at Start so that an address in
+// use fails Start before anything is served, and the server on it.
+type extraListener struct {
 	ln  net.Listener
 	srv *http.Server
 	tls bool
 }
 
-// listenMetrics opens every metrics URL, so that an address in use fails
-// Start before anything is served. Serving starts with serveMetrics.
-func (s *Server) listenMetrics() error {
-	for _, raw := range s.cfg.Server.ListenMetricsURLs {
-		mu, err := config.ParseListenURL(raw)
-		if err != nil { // Validate checked it
-			return fmt.Errorf("server: listen_metrics_urls = %q: %w", raw, err)
+// openListeners opens the URLs of the [server] key named key.
+func openListeners(key string, raws []string) ([]*extraListener, error) {
+	var out []*extraListener
+	for _, raw := range raws {
+		lu, err := config.ParseListenURL(raw)
+		if err == nil { // else Validate let it through: it did not
+			var ln net.Listener
+			if ln, err = net.Listen("tcp", lu.Addr); err == nil {
+				out = append(out, &extraListener{ln: ln, tls: lu.TLS})
+				continue
+			}
 		}
-		ln, err := net.Listen("tcp", mu.Addr)
-		if err != nil {
-			return fmt.Errorf("server: listen_metrics_urls = %q: %w", raw, err)
-		}
-		s.metricsLns = append(s.metricsLns, &metricsListener{ln: ln, tls: mu.TLS})
+		closeListeners(context.Background(), out)
+		return nil, fmt.Errorf("server: %s = %q: %w", key, raw, err)
 	}
-	return nil
+	return out, nil
+}
+
+// url is the listener's URL with the port it got.
+func (l *extraListener) url() string {
+	scheme := "http"
+	if l.tls {
+		scheme = "https"
+	}
+	return scheme + "://" + l.ln.Addr().String()
+}
+
+// listenerURLs returns the URLs of ls, in their order, with the ports
+// chosen where the configuration said port 0.
+func listenerURLs(ls []*extraListener) []string {
+	urls := make([]string, len(ls))
+	for i, l := range ls {
+		urls[i] = l.url()
+	}
+	return urls
+}
+
+// closeListeners stops ls: gracefully within ctx, then by closing their
+// connections. Listeners not served yet are closed.
+func closeListeners(ctx context.Context, ls []*extraListener) {
+	for _, l := range ls {
+		if l.srv == nil {
+			_ = l.ln.Close()
+			continue
+		}
+		if err := l.srv.Shutdown(ctx); err != nil {
+			_ = l.srv.Close()
+		}
+	}
 }
 
 // probeHandlers installs on mux what the client URL and the metrics URLs
@@ -80,35 +116,6 @@ func (s *Server) serveMetrics() error {
 	return nil
 }
 
-// metricsURL is ml's URL with the port it got.
-func (s *Server) metricsURL(ml *metricsListener) string {
-	scheme := "http"
-	if ml.tls {
-		scheme = "https"
-	}
-	return scheme + "://" + ml.ln.Addr().String()
-}
-
 // MetricsURLs returns the URLs of server.listen_metrics_urls, in their
 // order, with the ports chosen where the configuration said port 0.
-func (s *Server) MetricsURLs() []string {
-	urls := make([]string, len(s.metricsLns))
-	for i, ml := range s.metricsLns {
-		urls[i] = s.metricsURL(ml)
-	}
-	return urls
-}
-
-// closeMetrics stops the metrics listeners: gracefully within ctx, then
-// by closing their connections. Listeners not served yet are closed.
-func (s *Server) closeMetrics(ctx context.Context) {
-	for _, ml := range s.metricsLns {
-		if ml.srv == nil {
-			_ = ml.ln.Close()
-			continue
-		}
-		if err := ml.srv.Shutdown(ctx); err != nil {
-			_ = ml.srv.Close()
-		}
-	}
-}
+func (s *Server) MetricsURLs() []string { return listenerURLs(s.metricsLns) }

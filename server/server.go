@@ -62,9 +62,9 @@ type Server struct {
 
 	ln net.Listener
 	// metricsLns are server.listen_metrics_urls (metricslisten.go).
-	metricsLns []*metricsListener
+	metricsLns []*extraListener
 	// clientLns are server.listen_client_urls (listenclient.go).
-	clientLns []*clientListener
+	clientLns []*extraListener
 	grpc      *grpc.Server
 	http      *http.Server
 	// closeGateway ends the gRPC gateway's connection to grpc.
@@ -145,8 +145,8 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		if s.ln != nil {
 			_ = s.ln.Close()
 		}
-		s.closeMetrics(context.Background())
-		s.closeClients(context.Background())
+		closeListeners(context.Background(), s.metricsLns)
+		closeListeners(context.Background(), s.clientLns)
 		if s.auth != nil {
 			_ = s.auth.Close()
 		}
@@ -175,10 +175,10 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	if s.ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return fail(fmt.Errorf("server: listen = %q: %w", cfg.Server.Listen, err))
 	}
-	if err := s.listenMetrics(); err != nil {
+	if s.metricsLns, err = openListeners("listen_metrics_urls", cfg.Server.ListenMetricsURLs); err != nil {
 		return fail(err)
 	}
-	if err := s.listenClients(); err != nil {
+	if s.clientLns, err = openListeners("listen_client_urls", cfg.Server.ListenClientURLs); err != nil {
 		return fail(err)
 	}
 	url := clientURL(cfg, s.ln.Addr())

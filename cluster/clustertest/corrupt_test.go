@@ -163,21 +163,7 @@ func TestCorruptionChecks(t *testing.T) {
 	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
-	wantAlarm := fmt.Sprintf("memberID:%d alarm:CORRUPT", victimID)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		list := alarmList(t, cli, c.members[0].clientAddr)
-		if strings.Contains(list, wantAlarm) {
-			if strings.Count(list, "alarm:") != 1 {
-				t.Fatalf("alarm list %q, want only %q", list, wantAlarm)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no CORRUPT alarm for %s (%x) within 20s of the compaction at %d; alarm list %q", victim.name, victimID, rev, list)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wantAlarm := waitOnlyCorruptAlarm(t, cli, c.members[0].clientAddr, victim.name, victimID, fmt.Sprintf(" of the compaction at %d", rev))
 	logged := false
 	for _, m := range c.members {
 		logged = logged || m.logHas(fmt.Sprintf("peer-ids=%x quorum-exist=true", victimID))
@@ -228,20 +214,29 @@ func TestPeriodicCorruptCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	wantAlarm := waitOnlyCorruptAlarm(t, cli, c.members[0].clientAddr, victim.name, victimID, "")
+	t.Logf("periodic check: %s raised", wantAlarm)
+}
+
+// waitOnlyCorruptAlarm waits up to 20 s until `alarm list` through addr
+// shows the CORRUPT alarm of the member victimID (named name), and fails
+// if any other alarm is listed with it; after names what the 20 s follow.
+// It returns the alarm as `alarm list` prints it.
+func waitOnlyCorruptAlarm(t *testing.T, cli *clientv3.Client, addr, name string, victimID uint64, after string) string {
+	t.Helper()
 	wantAlarm := fmt.Sprintf("memberID:%d alarm:CORRUPT", victimID)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		list := alarmList(t, cli, c.members[0].clientAddr)
+		list := alarmList(t, cli, addr)
 		if strings.Contains(list, wantAlarm) {
 			if strings.Count(list, "alarm:") != 1 {
 				t.Fatalf("alarm list %q, want only %q", list, wantAlarm)
 			}
-			break
+			return wantAlarm
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no CORRUPT alarm for %s (%x) within 20s; alarm list %q", victim.name, victimID, list)
+			t.Fatalf("no CORRUPT alarm for %s (%x) within 20s%s; alarm list %q", name, victimID, after, list)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("periodic check: %s raised", wantAlarm)
 }

@@ -110,15 +110,7 @@ func (r *KubeRun) Plot(w io.Writer) error {
 			}
 		}
 	}
-	canvas := vgsvg.New(24*vg.Centimeter, 18*vg.Centimeter)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter * 3,
-		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
-	grid := [][]*plot.Plot{{puts}, {p99}}
-	dcs := plot.Align(grid, tiles, draw.New(canvas))
-	for i, row := range grid {
-		row[0].Draw(dcs[i][0])
-	}
-	if _, err := canvas.WriteTo(w); err != nil {
+	if err := writeStacked(w, puts, p99); err != nil {
 		return fmt.Errorf("bench: kube plot: %w", err)
 	}
 	return nil
@@ -162,4 +154,18 @@ func timePlots(top, bottom string) (*plot.Plot, *plot.Plot) {
 		p.Add(plotter.NewGrid())
 	}
 	return upper, lower
+}
+
+// writeStacked draws upper above lower (timePlots' pair) as one SVG on w.
+func writeStacked(w io.Writer, upper, lower *plot.Plot) error {
+	canvas := vgsvg.New(24*vg.Centimeter, 18*vg.Centimeter)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter * 3,
+		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
+	grid := [][]*plot.Plot{{upper}, {lower}}
+	dcs := plot.Align(grid, tiles, draw.New(canvas))
+	for i, row := range grid {
+		row[0].Draw(dcs[i][0])
+	}
+	_, err := canvas.WriteTo(w)
+	return err
 }

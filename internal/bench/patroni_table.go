@@ -13,7 +13,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/stratadb/strata/internal/report"
 )
@@ -148,15 +147,7 @@ func (r *PatroniRun) Plot(w io.Writer) error {
 			l.p.Legend.Add(s.Name, line)
 		}
 	}
-	canvas := vgsvg.New(24*vg.Centimeter, 18*vg.Centimeter)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Centimeter / 2, PadTop: vg.Millimeter * 3,
-		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
-	grid := [][]*plot.Plot{{disk}, {kept}}
-	dcs := plot.Align(grid, tiles, draw.New(canvas))
-	for i, row := range grid {
-		row[0].Draw(dcs[i][0])
-	}
-	if _, err := canvas.WriteTo(w); err != nil {
+	if err := writeStacked(w, disk, kept); err != nil {
 		return fmt.Errorf("bench: patroni plot: %w", err)
 	}
 	return nil
