@@ -14,6 +14,9 @@ type Batch struct {
 	b  *pebble.Batch
 	// syncPending is set by CommitNoSyncWait until SyncWait.
 	syncPending bool
+	// flushPending is set by CommitSyncNoWait without a WAL until
+	// SyncWait, which flushes the memtables to make the batch durable.
+	flushPending bool
 	// commitStart is when CommitNoSyncWait began (DB.CommitLatency).
 	commitStart time.Time
 	// lo and hi bound the keys the batch writes (hi is a range deletion's
@@ -77,7 +80,17 @@ func (b *Batch) Commit() error { return b.commit(b.db.wo) }
 // database's sync setting (with the WAL disabled, durable once flushed):
 // for the rare write whose durability orders other files (mvcc's key index
 // checkpoint token).
-func (b *Batch) CommitSync() error { return b.commit(pebble.Sync) }
+func (b *Batch) CommitSync() error {
+	if !b.db.cfg.EnableWAL {
+		// Pebble refuses pebble.Sync without a WAL ("pebble: WAL
+		// disabled"); the memtable flush is what makes the batch durable.
+		if err := b.commit(pebble.NoSync); err != nil {
+			return err
+		}
+		return b.db.Flush()
+	}
+	return b.commit(pebble.Sync)
+}
 
 func (b *Batch) commit(wo *pebble.WriteOptions) (err error) {
 	defer b.db.observeCommit(time.Now())
@@ -104,7 +117,13 @@ func (b *Batch) CommitNoSyncWait() error { return b.commitNoSyncWait(b.db.wo) }
 // compaction marker, which its ingested deletions must not outlive).
 func (b *Batch) CommitSyncNoWait() error {
 	if !b.db.cfg.EnableWAL {
-		return b.CommitSync()
+		// Durable once flushed: SyncWait flushes, outside the caller's
+		// locks as a WAL sync would be waited for.
+		if err := b.commit(pebble.NoSync); err != nil {
+			return err
+		}
+		b.flushPending = true
+		return nil
 	}
 	return b.commitNoSyncWait(pebble.Sync)
 }
@@ -133,6 +152,10 @@ func (b *Batch) commitNoSyncWait(wo *pebble.WriteOptions) (err error) {
 // SyncWait waits until a batch committed with CommitNoSyncWait is durable
 // and returns the WAL sync's error, if any.
 func (b *Batch) SyncWait() error {
+	if b.flushPending {
+		b.flushPending = false
+		return b.db.Flush()
+	}
 	if !b.syncPending {
 		return nil
 	}

@@ -129,10 +129,13 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	engineCfg := cfg
 	if cfg.Cluster.Enabled() {
 		// The raft log, fsynced on a majority before an entry applies, is
-		// the durable record; the store syncs before the log is truncated
-		// (applier.Sync). See docs/cluster.md.
+		// the durable record: the store runs without a WAL of its own, so
+		// an entry's bytes are written to one log per member, not two; the
+		// store flushes its memtables before the log is truncated
+		// (applier.Sync), and a restart replays the log after the store's
+		// flushed applied index. See docs/cluster-internals.md.
 		engineCfg = cfg.Clone()
-		engineCfg.Sync = false
+		engineCfg.Sync, engineCfg.EnableWAL = false, false
 	}
 	s.corrupt, s.stall = newCorruptWatch(opts.Logger), newStallWatch(opts.Logger)
 	if s.db, err = engine.Open(engineCfg, s.engineOptions(opts)); err != nil {

@@ -106,7 +106,7 @@ func TestEtcdMixinMetrics(t *testing.T) {
 func TestStartupLineSaysWhatIsSynced(t *testing.T) {
 	c := newProcCluster(t, 1, 10000)
 	m := c.members[0]
-	if !m.logHas("sync: the raft log is fsynced, the store is not") || m.logHas("sync true") {
+	if !m.logHas("sync: the raft log is fsynced, the store has no WAL") || m.logHas("sync true") {
 		t.Errorf("start-up line does not say what is fsynced:\n%s", tail(m.logPath, 5))
 	}
 }

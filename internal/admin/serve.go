@@ -174,11 +174,11 @@ func runServer(cmd *cobra.Command, cfg *config.Config, log engine.Logger) error 
 
 // describeSync says what is fsynced before a write is acknowledged. On a
 // cluster member the raft log is (on a majority), and the store's engine
-// runs with sync off whatever the file says: a restart replays the log
-// into it (see docs/cluster.md).
+// runs without a WAL whatever the file says: a restart replays the log
+// into it (see docs/cluster-internals.md).
 func describeSync(cfg *config.Config) string {
 	if cfg.Cluster.Enabled() {
-		return "sync: the raft log is fsynced, the store is not (the log replays it)"
+		return "sync: the raft log is fsynced, the store has no WAL (the log replays it)"
 	}
 	return fmt.Sprintf("sync %v", cfg.Sync)
 }
