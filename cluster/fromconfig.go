@@ -42,7 +42,7 @@ func RaftConfigFrom(cfg *config.Config) (RaftConfig, error) {
 	}
 	if c.PeerCertFile != "" {
 		var err error
-		if rc.PeerServerTLS, rc.PeerClientTLS, err = PeerTLS(c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile); err != nil {
+		if rc.PeerServerTLS, rc.PeerClientTLS, err = PeerTLSFrom(&c); err != nil {
 			return rc, err
 		}
 	}
@@ -54,6 +54,20 @@ func RaftConfigFrom(cfg *config.Config) (RaftConfig, error) {
 		rc.Members = append(rc.Members, mc)
 	}
 	return rc, rc.validate()
+}
+
+// PeerTLSFrom is PeerTLS for a [cluster] section with peer_cert_file set:
+// with peer_insecure_skip_verify, the client side accepts any peer
+// certificate, as etcd's transport.TLSInfo.ClientConfig does for the
+// self-signed certificates of --peer-auto-tls (the server side then asks
+// for none, as there is no peer_trusted_ca_file).
+func PeerTLSFrom(c *config.ClusterConfig) (server, client *tls.Config, err error) {
+	server, client, err = PeerTLS(c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	client.InsecureSkipVerify = c.PeerInsecureSkipVerify
+	return server, client, nil
 }
 
 // PeerTLS loads a member's peer certificate and key and, if caFile is set,

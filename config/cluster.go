@@ -83,6 +83,14 @@ type ClusterConfig struct {
 	// with --peer-client-cert-auth). Requires peer_cert_file. The default
 	// value is "" (the system's roots; no client certificates asked).
 	PeerTrustedCAFile string `toml:"peer_trusted_ca_file" yaml:"peer_trusted_ca_file" json:"peer_trusted_ca_file"`
+	// PeerInsecureSkipVerify makes this member accept any certificate
+	// from the peers it dials: peer traffic is encrypted but the peers
+	// are not authenticated. It is what etcd's --peer-auto-tls does, whose
+	// self-signed member certificates chain to no CA (`strata etcd
+	// --peer-auto-tls` sets it). Requires peer_cert_file; not with
+	// peer_trusted_ca_file, which verifies the peers. The default value
+	// is false.
+	PeerInsecureSkipVerify bool `toml:"peer_insecure_skip_verify" yaml:"peer_insecure_skip_verify" json:"peer_insecure_skip_verify"`
 }
 
 // ClusterMember is one [[cluster.members]] entry.
@@ -129,6 +137,12 @@ func (c *ClusterConfig) validate(v *validator) {
 	}
 	if c.PeerTrustedCAFile != "" && c.PeerCertFile == "" {
 		v.add("cluster.peer_trusted_ca_file", c.PeerTrustedCAFile, "requires cluster.peer_cert_file and cluster.peer_key_file: peers are verified over TLS")
+	}
+	switch {
+	case c.PeerInsecureSkipVerify && c.PeerCertFile == "":
+		v.add("cluster.peer_insecure_skip_verify", c.PeerInsecureSkipVerify, "requires cluster.peer_cert_file and cluster.peer_key_file: it applies to TLS peer connections")
+	case c.PeerInsecureSkipVerify && c.PeerTrustedCAFile != "":
+		v.add("cluster.peer_insecure_skip_verify", c.PeerInsecureSkipVerify, "conflicts with cluster.peer_trusted_ca_file, which verifies the peers' certificates: give one")
 	}
 	if !c.Enabled() {
 		return

@@ -41,6 +41,13 @@ restore command that converts it. See docs/etcd-flags.md.`,
 			if err != nil {
 				return err
 			}
+			// --auto-tls, --peer-auto-tls: the certificates the
+			// configuration names, made in the data dir as etcd does.
+			made, err := etcdflags.MakeSelfCerts(res.SelfCerts)
+			if err != nil {
+				return err
+			}
+			res.Notes = append(res.Notes, made...)
 			for _, n := range res.Notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "strata etcd:", n)
 			}

@@ -24,6 +24,10 @@ type Result struct {
 	// Notes are the lines to log: flags without effect, with the reason,
 	// and choices made where Strata does less than etcd.
 	Notes []string
+	// SelfCerts are the self-signed certificates --auto-tls and
+	// --peer-auto-tls ask for; Config names their files, which
+	// MakeSelfCerts makes before the server starts.
+	SelfCerts []SelfCert
 }
 
 // The layout of --data-dir.
@@ -40,21 +44,25 @@ const (
 func Build(v *Values) (*Result, error) {
 	b := &builder{v: v, cfg: config.ServeDefault()}
 	b.build()
+	if v.IsSet("self-signed-cert-validity") && len(b.selfCerts) == 0 {
+		b.note("self-signed-cert-validity", "no effect: no self-signed certificate is made (--auto-tls or --peer-auto-tls on https URLs, without certificate files, make one)")
+	}
 	if len(b.errs) > 0 {
 		return nil, errors.Join(b.errs...)
 	}
 	if err := b.cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Result{Config: b.cfg, DataDir: b.dataDir, Notes: b.notes}, nil
+	return &Result{Config: b.cfg, DataDir: b.dataDir, Notes: b.notes, SelfCerts: b.selfCerts}, nil
 }
 
 type builder struct {
-	v       *Values
-	cfg     *config.Config
-	dataDir string
-	notes   []string
-	errs    []error
+	v         *Values
+	cfg       *config.Config
+	dataDir   string
+	notes     []string
+	errs      []error
+	selfCerts []SelfCert
 }
 
 func (b *builder) note(flag, format string, args ...any) {
@@ -130,12 +138,30 @@ func (b *builder) build() {
 		b.fail("listen-client-urls", "--advertise-client-urls is required when --listen-client-urls is set explicitly (etcd's rule)")
 	}
 	cert, key := v.Get("cert-file"), v.Get("key-file")
+	// etcd's ClientSelfCert: --auto-tls without certificate files makes
+	// one for the hosts of the listen client URLs, and its TLSInfo
+	// replaces the client TLS settings (no CA, no client certificates).
+	autoTLS := clientScheme == "https" && cert == "" && key == "" && b.bool("auto-tls")
+	if autoTLS {
+		hosts := hostsOf(b.urls("listen-client-urls"))
+		if v.IsSet("listen-client-http-urls") {
+			hosts = append(hosts, hostsOf(b.urls("listen-client-http-urls"))...)
+		}
+		cert, key = b.selfCert("auto-tls", "client", hosts)
+	}
 	switch {
 	case clientScheme == "https" && (cert == "" || key == ""):
 		if b.bool("auto-tls") {
-			b.fail("auto-tls", "not supported: Strata makes no self-signed certificates; give --cert-file and --key-file")
+			b.fail("listen-client-urls", "https needs --cert-file and --key-file (--auto-tls is ignored when either is given, as etcd ignores it)")
 		} else {
-			b.fail("listen-client-urls", "https needs --cert-file and --key-file")
+			b.fail("listen-client-urls", "https needs --cert-file and --key-file, or --auto-tls")
+		}
+	case autoTLS:
+		cfg.Server.CertFile, cfg.Server.KeyFile = cert, key
+		for _, f := range []string{"trusted-ca-file", "client-cert-auth"} {
+			if v.IsSet(f) {
+				b.note(f, "no effect with --auto-tls: etcd's self-signed TLS replaces the client TLS settings, so clients are asked for no certificate")
+			}
 		}
 	case clientScheme == "https":
 		cfg.Server.CertFile, cfg.Server.KeyFile = cert, key
@@ -289,12 +315,27 @@ func (b *builder) cluster(name string) {
 
 	peerScheme := b.listen("listen-peer-urls", &c.ListenPeer)
 	pcert, pkey := v.Get("peer-cert-file"), v.Get("peer-key-file")
+	// etcd's PeerSelfCert: as --auto-tls, for the listen peer URLs. Its
+	// TLSInfo has no CA and no client-cert auth, so the peer server asks
+	// for no certificate, and its ClientConfig skips verifying the
+	// peers' (selfCert sets InsecureSkipVerify).
+	peerAutoTLS := peerScheme == "https" && pcert == "" && pkey == "" && b.bool("peer-auto-tls")
+	if peerAutoTLS {
+		pcert, pkey = b.selfCert("peer-auto-tls", "peer", hostsOf(b.urls("listen-peer-urls")))
+	}
 	switch {
 	case peerScheme == "https" && (pcert == "" || pkey == ""):
 		if b.bool("peer-auto-tls") {
-			b.fail("peer-auto-tls", "not supported: Strata makes no self-signed certificates; give --peer-cert-file and --peer-key-file")
+			b.fail("listen-peer-urls", "https needs --peer-cert-file and --peer-key-file (--peer-auto-tls is ignored when either is given, as etcd ignores it)")
 		} else {
-			b.fail("listen-peer-urls", "https needs --peer-cert-file and --peer-key-file")
+			b.fail("listen-peer-urls", "https needs --peer-cert-file and --peer-key-file, or --peer-auto-tls")
+		}
+	case peerAutoTLS:
+		c.PeerCertFile, c.PeerKeyFile, c.PeerInsecureSkipVerify = pcert, pkey, true
+		for _, f := range []string{"peer-trusted-ca-file", "peer-client-cert-auth"} {
+			if v.IsSet(f) {
+				b.note(f, "no effect with --peer-auto-tls: etcd's self-signed TLS replaces the peer TLS settings, so members are asked for no certificate and accept their peers' without verifying them")
+			}
 		}
 	case peerScheme == "https":
 		c.PeerCertFile, c.PeerKeyFile = pcert, pkey

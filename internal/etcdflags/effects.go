@@ -37,7 +37,6 @@ var noEffect = map[string]string{
 	"enable-grpc-gateway":                  "Strata always serves the /v3 gateway",
 	"cors":                                 "Strata adds no CORS headers",
 	"host-whitelist":                       "Strata does not check the Host header",
-	"self-signed-cert-validity":            "Strata makes no self-signed certificates (--auto-tls is not supported)",
 	"client-cert-file":                     "Strata's gateway runs in process and dials nothing",
 	"client-key-file":                      "Strata's gateway runs in process and dials nothing",
 	"peer-client-cert-file":                "Strata dials peers with --peer-cert-file",

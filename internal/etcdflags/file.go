@@ -42,6 +42,7 @@ func loadFile(path string) (*Values, error) {
 		return nil, fmt.Errorf("--config-file %s: %w", path, err)
 	}
 	v := newValues()
+	v.file = path
 	keys := make([]string, 0, len(doc))
 	for k := range doc {
 		keys = append(keys, k)

@@ -5,14 +5,17 @@
 //	v, notes, err := etcdflags.Parse(os.Args[1:], os.Environ())
 //	res, err := etcdflags.Build(v)   // res.Config, res.Notes
 //	err = etcdflags.CheckDataDir(res.DataDir)
+//	more, err := etcdflags.MakeSelfCerts(res.SelfCerts) // --auto-tls
 //
 // Every etcd flag is known here (the names of etcd 3.7's embed and
 // etcdmain, plus the experimental names kubeadm still writes). A flag is
 // either mapped to a config key, accepted with a note saying why it has
 // no effect (it tunes an etcd internal Strata does not have), or refused
 // because Strata lacks the feature and running without it would change
-// what the operator asked for (discovery, CRLs, auto TLS). An unknown
-// flag is refused with etcd's nearest flag name. See docs/etcd-flags.md.
+// what the operator asked for (discovery, CRLs). An unknown flag is
+// refused with etcd's nearest flag name. --auto-tls and --peer-auto-tls
+// make etcd's self-signed certificates (MakeSelfCerts, before serving).
+// See docs/etcd-flags.md.
 package etcdflags
 
 import (
@@ -271,6 +274,9 @@ type Values struct {
 	// from says where each explicitly set flag came from ("--name",
 	// "ETCD_NAME", "config file key name").
 	from map[string]string
+	// file is the --config-file the values were read from ("" for flags
+	// and ETCD_* variables).
+	file string
 }
 
 // Get returns the flag's value: as set, or etcd's default.
