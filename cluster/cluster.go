@@ -131,6 +131,12 @@ type Node interface {
 	// election timeout with writes stalled. It must be asked of the
 	// leader, and returns once transferee leads or ctx ends.
 	MoveLeader(ctx context.Context, transferee uint64) error
+	// RepairFromLeader replaces this member's state machine with the
+	// leader's state and goes on applying the log after it: how a member
+	// whose tables are damaged repairs itself (see repair.go). It returns
+	// once the state is in place; an error leaves the state machine as it
+	// was. Local, a single member, has no peer and fails with ErrNoPeer.
+	RepairFromLeader(ctx context.Context) (Repair, error)
 	// Stop stops the node; in-flight Proposes return ErrStopped.
 	Stop() error
 }

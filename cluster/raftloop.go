@@ -15,10 +15,14 @@ import (
 )
 
 // applyJob is one unit of work for the apply goroutine, in log order:
-// committed entries, or the state machine data of a received snapshot.
+// committed entries, the state machine data of a received snapshot, or
+// the leader's state fetched to repair this member's.
 type applyJob struct {
 	entries []*pb.Entry
 	restore *pb.Snapshot
+	// repair is the leader's state this member fetched to replace its
+	// own (repair.go).
+	repair *repairJob
 	// resps are raft's messages to deliver once the entries are applied
 	// (MsgStorageApply's responses).
 	resps []*pb.Message
@@ -292,9 +296,12 @@ func (n *raftNode) applyLoop() {
 			return
 		}
 		var err error
-		if job.restore != nil {
+		switch {
+		case job.restore != nil:
 			err = n.restoreSnapshot(job.restore)
-		} else {
+		case job.repair != nil:
+			err = n.applyRepair(job.repair)
+		default:
 			err = n.applyEntries(job.entries)
 		}
 		if err == nil {

@@ -87,15 +87,25 @@ func (n *raftNode) writeSnapshotStream(w io.Writer, m *pb.Message) error {
 	var lenBuf [binary.MaxVarintLen64]byte
 	bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(mb)))])
 	bw.Write(mb)
+	_, err = n.writeStateData(bw)
+	return err
+}
+
+// writeStateData writes the state machine's data to bw in chunks, the
+// zero length that ends them and the 8-byte index the data is at, flushes
+// bw and returns that index. A stream that stops before the index (the
+// state machine failed) is refused by its reader (receiveSnapshotData).
+func (n *raftNode) writeStateData(bw *bufio.Writer) (uint64, error) {
 	index, err := n.sm.Snapshot(chunkWriter{bw})
 	if err != nil {
-		return fmt.Errorf("cluster: state machine snapshot: %w", err)
+		return 0, fmt.Errorf("cluster: state machine snapshot: %w", err)
 	}
+	var lenBuf [binary.MaxVarintLen64]byte
 	bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], 0)])
 	var ib [8]byte
 	binary.BigEndian.PutUint64(ib[:], index)
 	bw.Write(ib[:])
-	return bw.Flush()
+	return index, bw.Flush()
 }
 
 func (t *transport) handleSnapshot(w http.ResponseWriter, r *http.Request) {

@@ -12,8 +12,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	pathpkg "path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +39,9 @@ import (
 //	                     index (start-time checks and members that join)
 //	GET  /raft/probing   an empty answer, timed by every peer for its
 //	                     etcd_network_peer_round_trip_time_seconds
+//
+// Beside them the peer URLs serve what the server registers with
+// PeerHTTP.HandlePeer (its /members/hashkv, as etcd's peer listener).
 //
 // Every stream and snapshot request names the asking member's cluster and
 // member ID in headers; a member of another cluster is refused with 412, a
@@ -71,6 +76,11 @@ type transport struct {
 	client *http.Client
 	srv    *http.Server
 	ln     net.Listener
+	// mux serves the peer URLs: the raft paths (serve) and the handlers
+	// added by HandlePeer (extra, their paths), before or after serve.
+	mux     *http.ServeMux
+	extraMu sync.Mutex
+	extra   map[string]bool
 
 	mu    sync.Mutex
 	peers map[uint64]*peer
@@ -112,6 +122,8 @@ func newTransport(n *raftNode, clientTLS *tls.Config) *transport {
 	return &transport{
 		n:       n,
 		client:  &http.Client{Transport: tr},
+		mux:     http.NewServeMux(),
+		extra:   map[string]bool{},
 		peers:   map[uint64]*peer{},
 		stopc:   make(chan struct{}),
 		metrics: newPeerMetrics(),
@@ -120,10 +132,11 @@ func newTransport(n *raftNode, clientTLS *tls.Config) *transport {
 
 // serve starts serving peer traffic on ln.
 func (t *transport) serve(ln net.Listener, serverTLS *tls.Config) {
-	mux := http.NewServeMux()
+	mux := t.mux
 	mux.HandleFunc(pathStream, t.handleStream)
 	mux.HandleFunc(pathSnapshot, t.handleSnapshot)
 	mux.HandleFunc(pathMembers, t.handleMembers)
+	mux.HandleFunc(pathState, t.handleState) // repair.go
 	mux.HandleFunc(pathProbe, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	// net/http writes its HTTP/2 defaults into the server's tls.Config, so
 	// each server gets its own copy: members started from one config share
@@ -143,6 +156,64 @@ func (t *transport) serve(ln net.Listener, serverTLS *tls.Config) {
 			t.n.logf("peer server on %s stopped: %v", ln.Addr(), err)
 		}
 	}()
+}
+
+// PeerHTTP is implemented by the Node StartRaft returns: the server
+// serves its own handlers on the member's peer URLs and asks its peers
+// there, over the peer transport (cluster.peer_cert_file and
+// peer_trusted_ca_file), as etcd's server serves /members/hashkv beside
+// raft. Peers are authenticated as raft's traffic is, by the peer TLS:
+// with a CA set, only a client certificate it signed is served.
+type PeerHTTP interface {
+	// HandlePeer serves h at path (a net/http ServeMux pattern without
+	// method or host) on this member's peer URLs, from now on. path must
+	// begin with "/", lie outside /raft/ (the member's own) and not be
+	// registered already.
+	HandlePeer(path string, h http.Handler) error
+	// DoPeer sends req, addressed to a peer URL, with this member's peer
+	// transport (its peer client TLS); redirects are not followed. The
+	// caller closes the response body and bounds the request with its
+	// context.
+	DoPeer(req *http.Request) (*http.Response, error)
+}
+
+var _ PeerHTTP = (*raftNode)(nil)
+
+// HandlePeer implements PeerHTTP.
+func (n *raftNode) HandlePeer(path string, h http.Handler) error { return n.tr.handle(path, h) }
+
+// DoPeer implements PeerHTTP.
+func (n *raftNode) DoPeer(req *http.Request) (*http.Response, error) { return n.tr.do(req) }
+
+// handle adds h at path to the peer mux (HandlePeer).
+func (t *transport) handle(path string, h http.Handler) error {
+	switch {
+	case h == nil:
+		return fmt.Errorf("cluster: peer handler for %q is nil", path)
+	case !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " {}"):
+		return fmt.Errorf("cluster: peer handler path %q: must be a path beginning with \"/\", without method, host or wildcards", path)
+	case path == "/raft" || strings.HasPrefix(path, "/raft/"):
+		return fmt.Errorf("cluster: peer handler path %q: /raft/ is the member's own", path)
+	case path == "/":
+		return fmt.Errorf("cluster: peer handler path %q: must name a path, not every path", path)
+	}
+	if clean := pathpkg.Clean(path); clean != strings.TrimSuffix(path, "/") {
+		return fmt.Errorf("cluster: peer handler path %q: not a clean path (%q)", path, clean)
+	}
+	t.extraMu.Lock()
+	defer t.extraMu.Unlock()
+	if t.extra[path] {
+		return fmt.Errorf("cluster: peer handler path %q: registered already", path)
+	}
+	t.extra[path] = true
+	t.mux.Handle(path, h)
+	return nil
+}
+
+// do sends req with the peer client, following no redirect (DoPeer).
+func (t *transport) do(req *http.Request) (*http.Response, error) {
+	c := &http.Client{Transport: t.client.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return c.Do(req)
 }
 
 // stop closes the listener and every peer's sender.

@@ -46,6 +46,9 @@ func corruptRefused(r *pb.InternalRaftRequest) bool {
 //  3. A proposal that fails (no leader yet) is tried again every
 //     corruptRetry while the alarm is not raised; damage seen after a
 //     disarm raises it again, damage seen before does not.
+//  4. Once the alarm is raised, a member of a cluster repairs its store
+//     from the leader's state and disarms its alarm (repair.go); run
+//     waits for that, so damage seen meanwhile is logged after it.
 type corruptWatch struct {
 	log engine.Logger
 
@@ -58,8 +61,11 @@ type corruptWatch struct {
 	first atomic.Pointer[string]
 	// raise is set when damage was seen and the alarm not yet proposed.
 	raise atomic.Bool
-	kicks chan struct{}
-	done  chan struct{}
+	// gaveUp is set when the last repair did not replace the store (a
+	// single member, a store that still does not read cleanly).
+	gaveUp atomic.Bool
+	kicks  chan struct{}
+	done   chan struct{}
 }
 
 // maxCorruptFiles bounds the damaged files remembered for logging once.
@@ -158,16 +164,38 @@ func damagedFile(err error) string {
 }
 
 // raiseCorrupt proposes this member's CORRUPT alarm, unless it is raised
-// already.
+// already, then repairs the store from the leader's state and disarms the
+// alarm (repairDamage, repair.go), which a single member cannot do.
 func (s *Server) raiseCorrupt() error {
 	id := s.node.Status().MemberID
-	if s.apply.alarms.has(id, pb.AlarmType_CORRUPT) {
-		return nil
+	raised := s.apply.alarms.has(id, pb.AlarmType_CORRUPT)
+	if !raised {
+		_, err := s.propose(s.streams, &pb.InternalRaftRequest{Alarm: &pb.AlarmRequest{
+			Action: pb.AlarmRequest_ACTIVATE, MemberID: id, Alarm: pb.AlarmType_CORRUPT}})
+		if err != nil {
+			return fmt.Errorf("server: propose the CORRUPT alarm: %w", err)
+		}
 	}
-	_, err := s.propose(s.streams, &pb.InternalRaftRequest{Alarm: &pb.AlarmRequest{
-		Action: pb.AlarmRequest_ACTIVATE, MemberID: id, Alarm: pb.AlarmType_CORRUPT}})
-	if err != nil {
-		return fmt.Errorf("server: propose the CORRUPT alarm: %w", err)
+	// Once a repair gave up, more damage under the same alarm does not
+	// try again: a new alarm (after a disarm) does.
+	if !raised || !s.corrupt.gaveUp.Load() {
+		s.corrupt.gaveUp.Store(!s.repairDamage(s.streams))
 	}
 	return nil
+}
+
+// repaired forgets the damage seen: the store was replaced. Damage that
+// reads of the old store met meanwhile raises no alarm after the repair;
+// damage met from now on raises it again.
+func (w *corruptWatch) repaired() {
+	w.mu.Lock()
+	w.files = map[string]bool{}
+	w.pending = nil
+	w.mu.Unlock()
+	w.first.Store(nil)
+	w.raise.Store(false)
+	select {
+	case <-w.kicks:
+	default:
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,20 +60,24 @@ import (
 //     (the whole cluster), as etcd's. A revision some follower could not
 //     answer for is skipped for the next older one.
 //
-// How peers are asked: etcd asks a peer's peer URL (/members/hashkv over
-// its peer transport). A Strata member asks the peer's client URL, with
-// the Maintenance.HashKV call `etcdctl endpoint hashkv` makes, which
-// answers from the kept compaction hashes first (mvcc.Store.HashKV), so
-// it is etcd's HashByRev. Client URLs come from the member list
-// (cluster.Node.Members), and, for the initial check, which runs before
-// this member's raft node starts, from a running peer's /raft/members on
-// its peer URL. An https client URL is dialled with TLS that presents
-// the peer certificate (cluster.peer_cert_file, else server.cert_file)
-// and verifies against server.client_ca_file (else
-// cluster.peer_trusted_ca_file, else the system's roots). With auth
-// enabled, HashKV needs the root role, which a member's call does not
-// have: peers then answer PermissionDenied and are skipped (logged), so
-// the checks compare nothing.
+// How peers are asked, as etcd asks them: a GET of /members/hashkv on the
+// peer's peer URLs (etcd's PeerHashKVPath), with etcd's JSON (a
+// HashKVRequest, answered with a HashKVResponse; peerHashKVHandler),
+// over the peer transport: the member's peer TLS authenticates it, and no
+// auth token is needed, so the checks compare with auth enabled too. The
+// running checks send through the raft member's transport
+// (cluster.PeerHTTP); the initial check, before it starts, through a
+// client with the same peer TLS. Peer URLs come from the member list
+// (cluster.Node.Members), and, for the initial check, from a running
+// peer's /raft/members. A peer that answers 404 there (a Strata member
+// that predates the endpoint) is asked at its client URLs instead, with
+// the Maintenance.HashKV call `etcdctl endpoint hashkv` makes: an https
+// client URL is dialled with TLS that presents the peer certificate
+// (cluster.peer_cert_file, else server.cert_file) and verifies against
+// server.client_ca_file (else cluster.peer_trusted_ca_file, else the
+// system's roots). With auth enabled that call needs the root role, which
+// a member does not have: such a peer answers PermissionDenied and is
+// skipped (logged).
 type corruptChecker struct {
 	s       *Server
 	log     engine.Logger
@@ -80,6 +86,13 @@ type corruptChecker struct {
 	// ctx ends the peers' calls: the server's streams once run starts
 	// (so that Close does not wait out a peer's timeout).
 	ctx context.Context
+	// peerDo sends a request to a peer URL over the peer transport: a
+	// client with the peer TLS for the initial check, the raft member's
+	// (cluster.PeerHTTP) once run starts.
+	peerDo func(*http.Request) (*http.Response, error)
+	// cid, if set, gives the cluster ID sent to peers instead of the
+	// node's (tests).
+	cid func() uint64
 
 	// alarm raises the CORRUPT alarm for a member (raise; tests record).
 	alarm func(id uint64)
@@ -104,7 +117,31 @@ func newCorruptChecker(s *Server) (*corruptChecker, error) {
 	}
 	c := &corruptChecker{s: s, log: s.log, timeout: corruptCheckTimeout(s.cfg), tls: tc, ctx: context.Background(), done: make(chan struct{})}
 	c.alarm = c.raise
+	client, err := peerClient(s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.peerDo = client.Do
 	return c, nil
+}
+
+// peerClient reaches peer URLs before the raft member runs (its
+// transport does after): with the peer TLS the transport has
+// (cluster.PeerTLSFrom), no redirects followed.
+func peerClient(cfg *config.Config) (*http.Client, error) {
+	cc := cfg.Cluster
+	client := &http.Client{
+		Timeout:       corruptCheckTimeout(cfg),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if cc.PeerCertFile != "" {
+		_, tc, err := cluster.PeerTLSFrom(&cc)
+		if err != nil {
+			return nil, err
+		}
+		client.Transport = &http.Transport{TLSClientConfig: tc}
+	}
+	return client, nil
 }
 
 // checkerTLS is the TLS a member dials its peers' https client URLs with.
@@ -148,26 +185,19 @@ type peerHash struct {
 	err  error
 }
 
-// peerHashes asks every member in peers for its hash at rev, in parallel,
-// trying each of a member's client URLs until one answers.
+// peerHashes asks every member in peers for its hash at rev, in parallel:
+// at each of its peer URLs until one answers, then, if one answered 404
+// (it does not serve /members/hashkv), at its client URLs.
 func (c *corruptChecker) peerHashes(self uint64, peers []cluster.Member, rev int64) []*peerHash {
 	var out []*peerHash
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range peers {
-		if m.ID == self || len(m.ClientURLs) == 0 {
+		if m.ID == self || len(m.PeerURLs)+len(m.ClientURLs) == 0 {
 			continue
 		}
 		wg.Go(func() {
-			p := &peerHash{id: m.ID, eps: m.ClientURLs}
-			for _, ep := range m.ClientURLs {
-				p.resp, p.err = c.hashOf(ep, rev)
-				if p.err == nil || c.ctx.Err() != nil {
-					break
-				}
-				c.errorf("failed hash kv request: local-member-id=%x requested-revision=%d remote-peer-endpoint=%s error=%q",
-					self, rev, ep, p.err)
-			}
+			p := c.peerHash(self, m, rev)
 			mu.Lock()
 			out = append(out, p)
 			mu.Unlock()
@@ -176,6 +206,118 @@ func (c *corruptChecker) peerHashes(self uint64, peers []cluster.Member, rev int
 	wg.Wait()
 	slices.SortFunc(out, func(a, b *peerHash) int { return cmp.Compare(a.id, b.id) })
 	return out
+}
+
+// peerHash asks member m for its hash at rev (see peerHashes).
+func (c *corruptChecker) peerHash(self uint64, m cluster.Member, rev int64) *peerHash {
+	p := &peerHash{id: m.ID, eps: m.PeerURLs}
+	failed := func(ep string) {
+		c.errorf("failed hash kv request: local-member-id=%x requested-revision=%d remote-peer-endpoint=%s error=%q",
+			self, rev, ep, p.err)
+	}
+	notServed := false
+	for _, ep := range m.PeerURLs {
+		p.resp, p.err = c.peerHashOf(ep, rev)
+		if p.err == nil || c.ctx.Err() != nil {
+			return p
+		}
+		failed(ep)
+		notServed = notServed || errors.Is(p.err, errHashKVNotServed)
+	}
+	if (!notServed && len(m.PeerURLs) > 0) || len(m.ClientURLs) == 0 {
+		return p
+	}
+	p.eps = m.ClientURLs
+	for _, ep := range m.ClientURLs {
+		p.resp, p.err = c.hashOf(ep, rev)
+		if p.err == nil || c.ctx.Err() != nil {
+			return p
+		}
+		failed(ep)
+	}
+	return p
+}
+
+// peerHashKVPath is where a member serves its hash to its peers, on its
+// peer URLs (etcd's PeerHashKVPath).
+const peerHashKVPath = "/members/hashkv"
+
+// etcdClusterIDHeader names the cluster a /members/hashkv request is
+// meant for, in hex (etcd's X-Etcd-Cluster-ID).
+const etcdClusterIDHeader = "X-Etcd-Cluster-ID"
+
+// errHashKVNotServed: the peer URL answered 404 to /members/hashkv.
+var errHashKVNotServed = errors.New("server: the peer does not serve " + peerHashKVPath)
+
+// peerHashOf asks the peer URL ep for its hash at rev with etcd's request
+// (etcd's HashByRev): a GET of /members/hashkv with a JSON HashKVRequest
+// body and this member's cluster ID, over the peer transport. A compacted
+// or future revision comes back as rpctypes.ErrCompacted or
+// ErrFutureRev, another cluster's member as ErrClusterIDMismatch, a 404
+// as errHashKVNotServed.
+func (c *corruptChecker) peerHashOf(ep string, rev int64) (*pb.HashKVResponse, error) {
+	if c.peerDo == nil {
+		return nil, errors.New("no peer transport")
+	}
+	body, err := json.Marshal(&pb.HashKVRequest{Revision: rev})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(ep, "/")+peerHashKVPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if cid := c.clusterID(); cid != 0 {
+		req.Header.Set(etcdClusterIDHeader, strconv.FormatUint(cid, 16))
+	}
+	resp, err := c.peerDo(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	msg := strings.TrimSpace(string(b))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		out := &pb.HashKVResponse{}
+		if err := json.Unmarshal(b, out); err != nil {
+			return nil, fmt.Errorf("a HashKVResponse that does not decode: %w", err)
+		}
+		return out, nil
+	case http.StatusNotFound:
+		return nil, errHashKVNotServed
+	case http.StatusBadRequest:
+		if strings.Contains(msg, mvcc.ErrCompacted.Error()) {
+			return nil, fmt.Errorf("%w (%s)", rpctypes.ErrCompacted, msg)
+		}
+		if strings.Contains(msg, mvcc.ErrFutureRev.Error()) {
+			return nil, fmt.Errorf("%w (%s)", rpctypes.ErrFutureRev, msg)
+		}
+	case http.StatusPreconditionFailed:
+		if strings.Contains(msg, errClusterIDMismatch) {
+			return nil, fmt.Errorf("%w (%s)", rpctypes.ErrClusterIDMismatch, msg)
+		}
+	}
+	return nil, fmt.Errorf("unknown error: %s: %s", resp.Status, msg)
+}
+
+// clusterID is this member's cluster ID, 0 before its node runs (the
+// initial check: the header is then left out, which etcd's handler
+// accepts).
+func (c *corruptChecker) clusterID() uint64 {
+	switch {
+	case c.cid != nil:
+		return c.cid()
+	case c.s == nil || c.s.node == nil:
+		return 0
+	}
+	return c.s.node.Status().ClusterID
 }
 
 // hashOf calls Maintenance.HashKV(rev) on the client URL ep.
@@ -200,6 +342,108 @@ func (c *corruptChecker) hashOf(ep string, rev int64) (*pb.HashKVResponse, error
 		return nil, rpctypes.Error(err)
 	}
 	return resp, nil
+}
+
+// errClusterIDMismatch is the text of etcd's rafthttp.ErrClusterIDMismatch,
+// which its HashByRev looks for in a 412.
+const errClusterIDMismatch = "cluster ID mismatch"
+
+// peerHashKVHandler serves GET /members/hashkv on the peer URLs, as
+// etcd's hashKVHandler: the body is a JSON HashKVRequest
+// ({"revision":N}, 0 or absent: the current revision), the answer a JSON
+// HashKVResponse ({"header":{...,"revision":current},"hash":H,
+// "compact_revision":C,"hash_revision":R}) from mvcc.Store.HashKV, so
+// the compaction hashes kept count as etcd's HashByRev. Errors, as
+// etcd's: 405 for another method; 412 "cluster ID mismatch" when the
+// X-Etcd-Cluster-ID header names another cluster (absent, it is not
+// checked); 400 "error unmarshalling request" for a body that is not
+// such JSON (or is over maxHashKVRequest bytes, or has a negative
+// revision); 400 with the store's error for a revision compacted ("mvcc:
+// required revision has been compacted") or not reached ("mvcc: required
+// revision is a future revision"); 500 for any other store error. The
+// peer transport authenticates the asker (peer TLS); there is no auth
+// token, as in etcd.
+type peerHashKVHandler struct {
+	store *mvcc.Store
+	// ids returns the cluster and member IDs (the node's, once it runs).
+	ids func() (clusterID, memberID uint64)
+	log engine.Logger
+}
+
+// maxHashKVRequest bounds the body of a /members/hashkv request; etcd's
+// request JSON is about 20 bytes.
+const maxHashKVRequest = 4096
+
+func (h *peerHashKVHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	cid, mid := h.ids()
+	if got := r.Header.Get(etcdClusterIDHeader); got != "" && got != strconv.FormatUint(cid, 16) {
+		http.Error(w, fmt.Sprintf("%s: this member (%x) belongs to cluster %x, the request names %s = %q",
+			errClusterIDMismatch, mid, cid, etcdClusterIDHeader, got), http.StatusPreconditionFailed)
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxHashKVRequest+1))
+	if err != nil {
+		http.Error(w, "error reading body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(b) > maxHashKVRequest {
+		http.Error(w, fmt.Sprintf("error unmarshalling request: body over %d bytes: a HashKVRequest is {\"revision\":N}", maxHashKVRequest), http.StatusBadRequest)
+		return
+	}
+	req := &pb.HashKVRequest{}
+	if err := json.Unmarshal(b, req); err != nil {
+		http.Error(w, fmt.Sprintf("error unmarshalling request: %v: a HashKVRequest is {\"revision\":N}, N >= 0", err), http.StatusBadRequest)
+		return
+	}
+	if req.Revision < 0 {
+		http.Error(w, fmt.Sprintf("error unmarshalling request: revision = %d: must be >= 0 (0: the current revision)", req.Revision), http.StatusBadRequest)
+		return
+	}
+	hash, hashRev, compacted, err := h.store.HashKV(req.Revision)
+	if err != nil {
+		if h.log != nil {
+			h.log.Errorf("server: failed to get hashKV: requested-revision=%d error=%q", req.Revision, err)
+		}
+		code := http.StatusInternalServerError
+		if errors.Is(err, mvcc.ErrCompacted) || errors.Is(err, mvcc.ErrFutureRev) {
+			code = http.StatusBadRequest
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	out, err := json.Marshal(&pb.HashKVResponse{
+		Header: &pb.ResponseHeader{ClusterId: cid, MemberId: mid, Revision: h.store.Rev()},
+		Hash:   hash, CompactRevision: compacted, HashRevision: hashRev,
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set(etcdClusterIDHeader, strconv.FormatUint(cid, 16))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// servePeerHashKV serves /members/hashkv on the member's peer URLs
+// (peerHashKVHandler) when its node has them (a raft member); Start calls
+// it once the node runs. Every member serves it, checks on or off, as
+// etcd's peers do: the leader's checks ask it.
+func (s *Server) servePeerHashKV() error {
+	ph, ok := s.node.(cluster.PeerHTTP)
+	if !ok {
+		return nil
+	}
+	node := s.node
+	h := &peerHashKVHandler{store: s.store, log: s.log, ids: func() (uint64, uint64) {
+		st := node.Status()
+		return st.ClusterID, st.MemberID
+	}}
+	return ph.HandlePeer(peerHashKVPath, h)
 }
 
 func (c *corruptChecker) infof(format string, args ...any) {
@@ -231,7 +475,7 @@ func (c *corruptChecker) initialCheck(self uint64, peers []cluster.Member) error
 	for _, p := range c.peerHashes(self, peers, rev) {
 		if p.resp != nil {
 			fields := fmt.Sprintf("local-member-id=%x local-member-revision=%d local-member-compact-revision=%d local-member-hash=%d remote-peer-id=%x remote-peer-endpoints=%v remote-peer-revision=%d remote-peer-compact-revision=%d remote-peer-hash=%d",
-				self, rev, compacted, h, p.resp.GetHeader().GetMemberId(), p.eps, p.resp.GetHeader().GetRevision(), p.resp.CompactRevision, p.resp.Hash)
+				self, rev, compacted, h, p.id, p.eps, p.resp.GetHeader().GetRevision(), p.resp.CompactRevision, p.resp.Hash)
 			if h != p.resp.Hash {
 				if compacted == p.resp.CompactRevision {
 					c.errorf("found different hash values from remote peer: %s", fields)
@@ -436,6 +680,9 @@ func (c *corruptChecker) raise(id uint64) {
 func (c *corruptChecker) run(ctx context.Context) {
 	defer close(c.done)
 	c.ctx = ctx
+	if ph, ok := c.s.node.(cluster.PeerHTTP); ok {
+		c.peerDo = ph.DoPeer
+	}
 	sc := c.s.cfg.Server
 	var periodic, compact <-chan time.Time
 	if sc.CorruptCheckIntervalMS > 0 {
@@ -509,16 +756,12 @@ func memberInitialized(cfg *config.Config) bool {
 }
 
 // peersBeforeStart learns this member's ID and the members (with their
-// client URLs) from the first configured peer whose /raft/members answers.
+// peer and client URLs) from the first configured peer whose /raft/members answers.
 func (c *corruptChecker) peersBeforeStart() (uint64, []cluster.Member, error) {
 	cc := c.s.cfg.Cluster
-	client := &http.Client{Timeout: c.timeout}
-	if cc.PeerCertFile != "" {
-		_, tc, err := cluster.PeerTLS(cc.PeerCertFile, cc.PeerKeyFile, cc.PeerTrustedCAFile)
-		if err != nil {
-			return 0, nil, err
-		}
-		client.Transport = &http.Transport{TLSClientConfig: tc}
+	client, err := peerClient(c.s.cfg)
+	if err != nil {
+		return 0, nil, err
 	}
 	var errs []error
 	for _, m := range cc.Members {

@@ -159,8 +159,16 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 		_ = s.db.Close()
 		return nil, err
 	}
-	if s.store, err = mvcc.Open(s.db, mvcc.Options{ReclaimHistory: cfg.Server.ReclaimHistory, RawValues: !cfg.Server.CompressValues,
-		Logger: opts.Logger, HashCompactions: cfg.Server.CompactHashCheck}); err != nil {
+	storeOpts := mvcc.Options{ReclaimHistory: cfg.Server.ReclaimHistory, RawValues: !cfg.Server.CompressValues,
+		Logger: opts.Logger, HashCompactions: cfg.Server.CompactHashCheck}
+	s.store, err = mvcc.Open(s.db, storeOpts)
+	if err != nil && cfg.Cluster.Enabled() && errors.Is(err, engine.ErrCorruption) {
+		// A damaged table: the member takes the leader's state (repair.go).
+		if err = s.repairAtStart(cfg, err); err == nil {
+			s.store, err = mvcc.Open(s.db, storeOpts)
+		}
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if s.apply, err = newApplier(cfg, s.store); err != nil {
@@ -206,6 +214,9 @@ func Start(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	if inst, ok := s.node.(cluster.Instrumented); ok {
 		s.stall.raftSync = inst.LogSyncInFlight
+	}
+	if err := s.servePeerHashKV(); err != nil {
+		return fail(err)
 	}
 	autoCompact, err := cfg.Server.AutoCompaction()
 	if err != nil {
