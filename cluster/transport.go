@@ -39,6 +39,10 @@ import (
 //	                     index (start-time checks and members that join)
 //	GET  /raft/probing   an empty answer, timed by every peer for its
 //	                     etcd_network_peer_round_trip_time_seconds
+//	GET  /raft/state     ?applied=A, on the leader: its state machine's data
+//	                     once it has applied A (chunks as /raft/snapshot's,
+//	                     then the 8-byte index), for a member that repairs
+//	                     its damaged state (repair.go)
 //
 // Beside them the peer URLs serve what the server registers with
 // PeerHTTP.HandlePeer (its /members/hashkv, as etcd's peer listener).

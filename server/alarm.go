@@ -198,7 +198,7 @@ func (a *alarmStore) logChange(k alarmKey, raised bool) {
 		why = append(why, "puts, txns that write and lease grants fail with \"etcdserver: mvcc: database space exceeded\" until `etcdctl alarm disarm`")
 	}
 	if k.alarm == pb.AlarmType_CORRUPT {
-		why = append(why, "writes fail with \"etcdserver: corrupt cluster\" until `etcdctl alarm disarm`")
+		why = append(why, "writes fail with \"etcdserver: corrupt cluster\" until `etcdctl alarm disarm`, or, in a cluster, until this member has repaired itself from the leader (repair: lines follow)")
 	}
 	a.log.Errorf("server: alarm %s raised by member %x: %s", k.alarm, k.member, strings.Join(why, "; "))
 }
