@@ -215,6 +215,44 @@ func (s *memberSet) marshal() []byte {
 	return b
 }
 
+// marshalSnapshot returns the set as the data of a raft snapshot: the
+// member list, and stateApplied, the state machine's applied index when
+// the snapshot was taken. The state machine applies commands only, so its
+// index stays behind the snapshot's when the last entries before it are
+// not commands (a new leader's empty entry, member attributes, conf
+// changes); a restarted member needs the commands up to stateApplied, not
+// up to the snapshot's index (restart). Members that predate the field
+// ignore it.
+func (s *memberSet) marshalSnapshot(stateApplied uint64) []byte {
+	b, err := json.Marshal(struct {
+		*memberSet
+		StateApplied uint64 `json:"state_applied"`
+	}{s, stateApplied})
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return b
+}
+
+// snapshotStateApplied returns the state machine's applied index that a
+// raft snapshot's data records (marshalSnapshot), and false for data
+// written before it was recorded.
+func snapshotStateApplied(b []byte) (uint64, bool, error) {
+	if len(b) == 0 {
+		return 0, false, nil
+	}
+	var d struct {
+		StateApplied *uint64 `json:"state_applied"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return 0, false, fmt.Errorf("cluster: raft snapshot data: %w", err)
+	}
+	if d.StateApplied == nil {
+		return 0, false, nil
+	}
+	return *d.StateApplied, true, nil
+}
+
 func unmarshalMemberSet(b []byte) (*memberSet, error) {
 	s := newMemberSet()
 	if len(b) == 0 {

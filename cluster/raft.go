@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratadb/strata/cluster/raftwal"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -165,7 +166,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 	rc := &raft.Config{
 		ElectionTick:    cfg.ElectionTicks,
 		HeartbeatTick:   cfg.HeartbeatTicks,
-		Storage:         n.log.wal,
+		Storage:         snapshotCommitted{n.log.wal},
 		MaxSizePerMsg:   1 << 20,
 		MaxInflightMsgs: 512,
 		// Bound the proposals queued on a leader that cannot commit
@@ -250,13 +251,50 @@ func (n *raftNode) restart(meta logMeta) error {
 		n.members.Applied = n.snapIndex
 	}
 	n.smApplied = n.sm.AppliedIndex()
-	if n.smApplied < n.snapIndex {
-		return fmt.Errorf("cluster: the state machine has applied up to index %d, but the raft log in %s starts after its snapshot at %d: entries %d..%d are gone; restore the data directory from a backup, or remove this member, wipe both directories and add it again",
-			n.smApplied, n.cfg.Dir, n.snapIndex, n.smApplied+1, n.snapIndex)
+	// The state machine needs every command up to the snapshot: up to the
+	// state machine's applied index the snapshot records, which is below
+	// the snapshot's own index when the entries just before it are not
+	// commands. A snapshot that does not record it needs its index.
+	need, recorded, err := snapshotStateApplied(snap.GetData())
+	if err != nil {
+		return err
+	}
+	if !recorded {
+		need = n.snapIndex
+	}
+	if n.smApplied < need {
+		return fmt.Errorf("cluster: the state machine has applied up to index %d, but the raft log in %s starts after its snapshot at %d, which needs the commands up to index %d: entries %d..%d are gone; restore the data directory from a backup, or remove this member, wipe both directories and add it again",
+			n.smApplied, n.cfg.Dir, n.snapIndex, need, n.smApplied+1, need)
 	}
 	n.term.Store(l.hs.GetTerm())
-	n.commit.Store(l.hs.GetCommit())
+	n.commit.Store(max(l.hs.GetCommit(), n.snapIndex))
 	return nil
+}
+
+// snapshotCommitted is the raft log as raft's Storage, with a hard state
+// whose commit index is at least the snapshot's. With AsyncStorageWrites
+// the apply goroutine applies committed entries, and may take a snapshot
+// at the last of them, before the append goroutine has written the hard
+// state that records them committed: a member stopped in between has a
+// snapshot past its recorded commit index, which raft refuses at restart
+// ("state.commit is out of range"). Every entry up to the snapshot was
+// applied, so committed: the commit index is raised to it.
+type snapshotCommitted struct{ *raftwal.Log }
+
+// InitialState implements raft.Storage.
+func (s snapshotCommitted) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	hs, cs, err := s.Log.InitialState()
+	if err != nil {
+		return hs, cs, err
+	}
+	snap, err := s.Log.Snapshot()
+	if err != nil {
+		return nil, nil, err
+	}
+	if index := snap.GetMetadata().GetIndex(); hs.GetCommit() < index {
+		hs.Commit = new(index)
+	}
+	return hs, cs, nil
 }
 
 // bootstrapNew starts a member of a new cluster: member and cluster IDs

@@ -245,7 +245,8 @@ func (n *raftNode) mergeSnapshot(m *pb.Message) {
 		return
 	}
 	n.membersMu.RLock()
-	data := n.members.marshal()
+	// The data streamed with the message is at least at smApplied.
+	data := n.members.marshalSnapshot(min(n.smApplied, applied))
 	n.membersMu.RUnlock()
 	m.Snapshot = &pb.Snapshot{
 		Data: data,
@@ -622,7 +623,11 @@ func (n *raftNode) maybeSnapshot() error {
 		return fmt.Errorf("cluster: state machine sync before snapshot: %w", err)
 	}
 	n.membersMu.RLock()
-	data := n.members.marshal()
+	// The state machine's applied index goes with the snapshot: a restart
+	// needs the commands up to it, which may be below applied (the last
+	// entries not commands), or above (a restored snapshot's data newer
+	// than its index, where the commands up to applied suffice).
+	data := n.members.marshalSnapshot(min(n.smApplied, applied))
 	n.membersMu.RUnlock()
 	_, err := n.log.wal.CreateSnapshot(applied, n.confState, data)
 	if errors.Is(err, raft.ErrSnapOutOfDate) {
