@@ -101,8 +101,12 @@ func (s *legacyLog) load() (*loaded, error) {
 	defer it.Close()
 	next := snapIndex + 1
 	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: raft log entry %x: %w", it.Key(), err)
+		}
 		e := &pb.Entry{}
-		if err := proto.Unmarshal(it.Value(), e); err != nil {
+		if err := proto.Unmarshal(v, e); err != nil {
 			return nil, fmt.Errorf("cluster: raft log entry %x: %w", it.Key(), err)
 		}
 		if e.GetIndex() != next {

@@ -21,9 +21,11 @@ type IterOptions struct {
 
 // Iterator walks keys in order, forward (First, SeekGE, Next) or in reverse
 // (Last, SeekLT, Prev), within its bounds, over a consistent view taken when
-// it was created. Key and Value are valid until the next positioning call.
-// An Iterator is not safe for concurrent use; Close it when done. After the
-// DB is closed, positioning calls return false and Error returns ErrClosed.
+// it was created. Key and ValueAndErr's value are valid until the next
+// positioning call. Read values with ValueAndErr: a value kept in a blob
+// file is fetched there, and the fetch can fail. An Iterator is not safe
+// for concurrent use; Close it when done. After the DB is closed,
+// positioning calls return false and Error returns ErrClosed.
 type Iterator struct {
 	db *DB
 	it *pebble.Iterator
@@ -143,13 +145,34 @@ func (i *Iterator) Key() []byte {
 	return k
 }
 
-// Value returns the current value; valid until the next positioning call.
-func (i *Iterator) Value() []byte {
+// ValueAndErr returns the current value, valid until the next positioning
+// call. A value kept in a blob file (enable_blob_files) is read from it
+// here, so the read can fail: a damaged blob file returns an error that
+// errors.Is finds ErrCorruption in (and Options.OnCorruption is told), a
+// nil value, and leaves the iterator exhausted, its Error the same error.
+// After DB.Close it returns ErrClosed.
+func (i *Iterator) ValueAndErr() ([]byte, error) {
 	if !i.begin() {
-		return nil
+		if i.err != nil {
+			return nil, i.err
+		}
+		return nil, ErrClosed
 	}
-	v := i.it.Value()
+	v, err := i.it.ValueAndErr()
 	i.end()
+	if err != nil {
+		return nil, i.db.seen(err)
+	}
+	return v, nil
+}
+
+// Value returns the current value, or nil if it cannot be read.
+//
+// Deprecated: Value hides the error of reading a value kept in a blob
+// file: on a damaged blob file it returns nil, which a caller takes for an
+// empty value (the error shows only in a later Error). Use ValueAndErr.
+func (i *Iterator) Value() []byte {
+	v, _ := i.ValueAndErr()
 	return v
 }
 

@@ -58,7 +58,11 @@ func (s *Store) ReadAux(prefix []byte) ([]AuxWrite, error) {
 	defer it.Close()
 	var out []AuxWrite
 	for ok := it.First(); ok; ok = it.Next() {
-		out = append(out, AuxWrite{Key: bytes.Clone(it.Key()[1:]), Value: bytes.Clone(it.Value())})
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("mvcc: read aux: %w", err)
+		}
+		out = append(out, AuxWrite{Key: bytes.Clone(it.Key()[1:]), Value: bytes.Clone(v)})
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("mvcc: read aux: %w", err)

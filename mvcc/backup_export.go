@@ -56,7 +56,12 @@ func (s *Store) Export(version func(Version) error) (Exported, error) {
 		return Exported{}, fmt.Errorf("mvcc: export: %w", err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		id, ttl, err := decodeLease(it.Key(), it.Value())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return Exported{}, fmt.Errorf("mvcc: export: %w", err)
+		}
+		id, ttl, err := decodeLease(it.Key(), v)
 		if err != nil {
 			_ = it.Close()
 			return Exported{}, err
@@ -72,7 +77,12 @@ func (s *Store) Export(version func(Version) error) (Exported, error) {
 		return Exported{}, fmt.Errorf("mvcc: export: %w", err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		out.Aux = append(out.Aux, AuxWrite{Key: bytes.Clone(it.Key()[1:]), Value: bytes.Clone(it.Value())})
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return Exported{}, fmt.Errorf("mvcc: export: %w", err)
+		}
+		out.Aux = append(out.Aux, AuxWrite{Key: bytes.Clone(it.Key()[1:]), Value: bytes.Clone(v)})
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return Exported{}, fmt.Errorf("mvcc: export: %w", err)
@@ -92,7 +102,11 @@ func (s *Store) Export(version func(Version) error) (Exported, error) {
 		if index {
 			continue // the record says it all
 		}
-		rec, err := decodeRecord(it.Value())
+		v, err := it.ValueAndErr()
+		var rec record
+		if err == nil {
+			rec, err = decodeRecord(v)
+		}
 		if err == nil {
 			_, err = s.dicts.expand(nil, &rec)
 		}

@@ -73,7 +73,10 @@ func (s *Store) hashAt(rev int64) (uint32, error) {
 			// (before index records) hashes alike.
 			continue
 		}
-		v, err := s.dicts.plain(it.Value())
+		v, err := it.ValueAndErr()
+		if err == nil {
+			v, err = s.dicts.plain(v)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("mvcc: hash: revision key %x: %w", it.Key(), err)
 		}

@@ -105,7 +105,11 @@ func (s *Store) restoreLeases() error {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		id, ttl, err := decodeLease(it.Key(), it.Value())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("mvcc: Open: scan leases: %w", err)
+		}
+		id, ttl, err := decodeLease(it.Key(), v)
 		if err != nil {
 			return fmt.Errorf("mvcc: Open: %w", err)
 		}

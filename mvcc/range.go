@@ -186,7 +186,11 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 			}
 			return RangeResult{}, s.readError(h.keyRev.Mod, err)
 		}
-		rec, err := decodeRecord(it.Value())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return RangeResult{}, s.readError(h.keyRev.Mod, err)
+		}
+		rec, err := decodeRecord(v)
 		if err == nil {
 			// Into vbuf, reused: the arena copies the value.
 			vbuf, err = s.dicts.expand(vbuf, &rec)

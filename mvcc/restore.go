@@ -57,17 +57,18 @@ func (s *Store) adopt(r *restorer) (int64, error) {
 }
 
 // pair is a key and its value, as an engine.Iterator is at them or a
-// snapshot stream holds them; Value is called only when needed.
+// snapshot stream holds them; ValueAndErr is called only when needed (for
+// an iterator it may fetch the value from a blob file, which can fail).
 type pair interface {
 	Key() []byte
-	Value() []byte
+	ValueAndErr() ([]byte, error)
 }
 
 // streamPair is a pair read from a snapshot stream.
 type streamPair struct{ k, v []byte }
 
-func (p streamPair) Key() []byte   { return p.k }
-func (p streamPair) Value() []byte { return p.v }
+func (p streamPair) Key() []byte                  { return p.k }
+func (p streamPair) ValueAndErr() ([]byte, error) { return p.v, nil }
 
 // restorer is restore's state. A record is met before its index record,
 // so it is held pending until the next key shows whether it has one.
@@ -139,7 +140,11 @@ func (r *restorer) step(p pair) error {
 			return fmt.Errorf("%s: %w: index record of revision %d.%d without its record", r.where, ErrCorrupt, rev.Main, rev.Sub)
 		}
 		r.hasPending, r.eager = false, r.db == nil
-		rec, err := decodeRecord(p.Value())
+		v, err := p.ValueAndErr()
+		var rec record
+		if err == nil {
+			rec, err = decodeRecord(v)
+		}
 		if err == nil && len(rec.value) != 0 {
 			err = fmt.Errorf("%w: it holds %d value bytes", ErrCorrupt, len(rec.value))
 		}
@@ -155,7 +160,11 @@ func (r *restorer) step(p pair) error {
 	}
 	r.pending, r.hasPending = rev, true
 	if r.eager {
-		r.setRecord(p.Value())
+		v, err := p.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("%s: revision %d.%d: %w", r.where, rev.Main, rev.Sub, err)
+		}
+		r.setRecord(v)
 	}
 	return nil
 }

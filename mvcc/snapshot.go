@@ -46,9 +46,13 @@ func (s *Store) WriteSnapshot(w io.Writer) (uint64, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var lenBuf [binary.MaxVarintLen64]byte
 	for ok := it.First(); ok; ok = it.Next() {
-		k, v := it.Key(), it.Value()
+		k := it.Key()
 		if isCheckpointToken(k) {
 			continue // it names a file beside this engine only
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return 0, fmt.Errorf("mvcc: snapshot: %w", err)
 		}
 		bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(k)))])
 		bw.Write(k)

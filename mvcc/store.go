@@ -341,12 +341,16 @@ func upgradeLayout(db *engine.DB) error {
 		}
 		for ok := it.First(); ok; ok = it.Next() {
 			k := append([]byte{prefix.now}, it.Key()[1:]...)
-			if err := b.Put(k, it.Value()); err == nil {
+			v, err := it.ValueAndErr()
+			if err == nil {
+				err = b.Put(k, v)
+			}
+			if err == nil {
 				err = b.Delete(it.Key())
 			}
 			if err != nil {
 				it.Close()
-				return err
+				return fmt.Errorf("mvcc: Open: upgrade the key layout: %w", err)
 			}
 			moved++
 		}

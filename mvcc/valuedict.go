@@ -147,7 +147,12 @@ func (d *valueDicts) load(db *engine.DB) error {
 	for ok := it.First(); ok; ok = it.Next() {
 		// The dictionary keeps the bytes it is made of: a copy, not the
 		// iterator's.
-		k, v := it.Key(), bytes.Clone(it.Value())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("mvcc: Open: read value dictionaries: %w", err)
+		}
+		k := it.Key()
+		v = bytes.Clone(v)
 		dict := s2.NewDict(v)
 		if len(k) != dictKeyLen || dict == nil || dictName(v) != binary.BigEndian.Uint64(k[1:]) {
 			return fmt.Errorf("mvcc: Open: %w: value dictionary %q of %d bytes", ErrCorrupt, k, len(v))

@@ -559,7 +559,11 @@ func (s *Store) history(w *Watcher, next int64) (evs []wevent, upTo int64, err e
 			break
 		}
 		lastMain = rev.Main
-		rec, err := decodeRecord(it.Value())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, 0, err
+		}
+		rec, err := decodeRecord(v)
 		if err != nil {
 			return nil, 0, err
 		}

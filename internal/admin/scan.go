@@ -162,9 +162,14 @@ func (o *scanOptions) print(db *engine.DB, w *bufio.Writer) (n int, err error) {
 		return 0, err
 	}
 	for ok := it.First(); ok && (o.limit == 0 || n < o.limit); ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return n, err
+		}
 		_, _ = w.Write(it.Key())
 		_ = w.WriteByte('\t')
-		_, _ = w.Write(it.Value())
+		_, _ = w.Write(v)
 		if err := w.WriteByte('\n'); err != nil {
 			_ = it.Close()
 			return n, err

@@ -222,7 +222,11 @@ func (s *strataStore) scan(fn func(k, v []byte) error) error {
 		return err
 	}
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := fn(it.Key(), it.Value()); err != nil {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(it.Key(), v)
+		}
+		if err != nil {
 			_ = it.Close()
 			return err
 		}
@@ -346,7 +350,11 @@ func (p *pebbleStore) scan(fn func(k, v []byte) error) error {
 		return err
 	}
 	for valid := it.First(); valid; valid = it.Next() {
-		if err := fn(it.Key(), it.Value()); err != nil {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(it.Key(), v)
+		}
+		if err != nil {
 			_ = it.Close()
 			return err
 		}
