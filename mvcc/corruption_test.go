@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 
 	"github.com/stratadb/strata/config"
 	"github.com/stratadb/strata/engine"
+	"github.com/stratadb/strata/internal/damage"
 )
 
 // TestDamagedBlobFile stores values large enough for blob files, damages
@@ -53,28 +51,7 @@ func TestDamagedBlobFile(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	blobs, _ := filepath.Glob(filepath.Join(cfg.DBPath, "*.blob"))
-	if len(blobs) == 0 {
-		t.Fatal("no blob file")
-	}
-	size := func(p string) int64 {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	largest := slices.MaxFunc(blobs, func(a, b string) int { return int(size(a) - size(b)) })
-	data, err := os.ReadFile(largest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(largest, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	damage.LargestFile(t, cfg.DBPath, "blob")
 
 	var mu sync.Mutex
 	seen := 0

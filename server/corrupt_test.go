@@ -4,15 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stratadb/strata/internal/damage"
 )
 
 // TestCorruptTable damages a table of a real server's database (64 bytes
@@ -45,28 +45,7 @@ func TestCorruptTable(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tables, err := filepath.Glob(filepath.Join(cfg.DBPath, "*.sst"))
-	if err != nil || len(tables) == 0 {
-		t.Fatalf("tables: %v, %v", tables, err)
-	}
-	size := func(p string) int64 {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	largest := slices.MaxFunc(tables, func(a, b string) int { return int(size(a) - size(b)) })
-	data, err := os.ReadFile(largest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(largest, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	largest := damage.LargestFile(t, cfg.DBPath, "sst")
 	file := strings.TrimSuffix(filepath.Base(largest), ".sst")
 
 	log := &logLines{}

@@ -3,9 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stratadb/strata/internal/damage"
 )
 
 // TestSingleMemberKeepsCorruptAlarm: a single member whose engine meets a
@@ -40,28 +39,7 @@ func TestSingleMemberKeepsCorruptAlarm(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tables, err := filepath.Glob(filepath.Join(cfg.DBPath, "*.sst"))
-	if err != nil || len(tables) == 0 {
-		t.Fatalf("tables: %v, %v", tables, err)
-	}
-	size := func(p string) int64 {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	largest := slices.MaxFunc(tables, func(a, b string) int { return int(size(a) - size(b)) })
-	data, err := os.ReadFile(largest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(largest, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	damage.LargestFile(t, cfg.DBPath, "sst")
 
 	log := &logLines{}
 	s, err = Start(cfg, Options{Logger: log})

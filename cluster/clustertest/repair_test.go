@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +13,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/stratadb/strata/internal/damage"
 )
 
 // The keys the repair tests write: values above the server's
@@ -43,29 +43,7 @@ func repairValue(i int) string {
 // of its tables, so its start meets a table's damage (TestRepairAtStart).
 func damageFile(t *testing.T, m *member, ext string) string {
 	t.Helper()
-	tables, err := filepath.Glob(filepath.Join(m.dir, "*."+ext))
-	if err != nil || len(tables) == 0 {
-		t.Fatalf("tables of %s: %v, %v", m.name, tables, err)
-	}
-	size := func(p string) int64 {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	largest := slices.MaxFunc(tables, func(a, b string) int { return int(size(a) - size(b)) })
-	data, err := os.ReadFile(largest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(largest, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return largest
+	return damage.LargestFile(t, m.dir, ext)
 }
 
 // TestRepairFromLeader damages one member's store (64 bytes flipped
