@@ -304,6 +304,10 @@ func (n *raftNode) applyLoop() {
 			err = n.applyRepair(job.repair)
 		default:
 			err = n.applyEntries(job.entries)
+			var d *damagedRun
+			if errors.As(err, &d) {
+				err = n.repairApply(job.entries, d)
+			}
 		}
 		if err == nil {
 			err = n.maybeSnapshot()
@@ -355,6 +359,10 @@ func (n *raftNode) applyEntries(ents []*pb.Entry) error {
 		if e.GetType() == pb.EntryNormal && isCommand(e.GetData()) {
 			if idx > n.smApplied { // else the state machine has it (restart, or data newer than its snapshot)
 				run = append(run, e)
+			} else if proposer, reqID, _ := proposal(e.GetData()); proposer == n.id {
+				// Its effect came with a state taken from the leader
+				// (repair, snapshot): its result is not known here.
+				n.wait.trigger(reqID, applyResult{err: fmt.Errorf("%w: entry %d took effect with the leader's state this member took in place of its own; its result is not known here", ErrTimeout, idx)})
 			}
 			continue
 		}
@@ -414,12 +422,12 @@ func (n *raftNode) applyCommands(ents []*pb.Entry) error {
 		res, err := b.Stage(e.GetIndex(), bodies[i])
 		if err != nil {
 			_ = b.Commit() // releases the batch; the store failed
-			return fmt.Errorf("cluster: state machine cannot apply entry %d: %w", e.GetIndex(), err)
+			return damaged(first, fmt.Errorf("cluster: state machine cannot apply entry %d: %w", e.GetIndex(), err))
 		}
 		results[i] = res
 	}
 	if err := b.Commit(); err != nil {
-		return fmt.Errorf("cluster: state machine cannot apply entries %d-%d: %w", first, last, err)
+		return damaged(first, fmt.Errorf("cluster: state machine cannot apply entries %d-%d: %w", first, last, err))
 	}
 	n.smApplied = last
 	for i, e := range ents {

@@ -50,6 +50,13 @@ import (
 // after L (the leader's state older than what it applied, the log
 // compacted past it) refuses that state and asks again.
 //
+// A member whose apply of a command meets the damage (the state machine
+// wraps the error with ErrStateDamaged: a txn or a put with prev_kv that
+// reads a damaged value) would meet it again after a restart, the command
+// being replayed from the log; so the apply goroutine does not stop the
+// node but repairs it in place (repairApply): the leader's state at this
+// member's applied index or later, then the rest of the failed job.
+//
 // A member whose state machine does not even open (its start meets the
 // damage) repairs itself before it starts: FetchLeaderState asks its
 // peers, from its raft log, for the leader's state at its commit index or
@@ -59,6 +66,14 @@ import (
 // pathState is the peer endpoint a member fetches the leader's state
 // from to repair its own.
 const pathState = "/raft/state"
+
+// ErrStateDamaged marks a state machine error (from Batch.Stage or
+// Batch.Commit) that says the state machine's own data is damaged (a
+// block whose checksum does not match), not that the command or the
+// store's use of it failed: the apply goroutine then replaces the state
+// machine with the leader's state (repairApply) instead of stopping the
+// node. A state machine wraps its damage errors with it.
+var ErrStateDamaged = errors.New("cluster: state machine data damaged")
 
 // ErrNoPeer: RepairFromLeader of a single member, which has no other
 // copy of its state to repair from.
@@ -402,4 +417,158 @@ func fetchStateFrom(ctx context.Context, client *http.Client, meta logMeta, u st
 	}
 	index, _ = readSnapshotTrailer(br)
 	return cr.n, index, nil
+}
+
+// damagedRun is the error of a run of commands, the first at index from,
+// whose apply met damaged state machine data (ErrStateDamaged): every
+// entry of its job before from is applied.
+type damagedRun struct {
+	from uint64
+	err  error
+}
+
+func (d *damagedRun) Error() string { return d.err.Error() }
+func (d *damagedRun) Unwrap() error { return d.err }
+
+// damaged returns err as a damagedRun from index from if it is
+// ErrStateDamaged, else err.
+func damaged(from uint64, err error) error {
+	if errors.Is(err, ErrStateDamaged) {
+		return &damagedRun{from: from, err: err}
+	}
+	return err
+}
+
+// Tries and waits of repairApply: repairApplyRetry first, doubling up to
+// repairApplyRetryMax, repairApplyAttempts tries in all.
+const (
+	repairApplyAttempts = 10
+	repairApplyRetry    = 250 * time.Millisecond
+	repairApplyRetryMax = 4 * time.Second
+	// repairApplyMoveLeader bounds a move of the leadership away from
+	// this member before it asks for the leader's state.
+	repairApplyMoveLeader = 5 * time.Second
+)
+
+// repairApply is the repair of a member whose apply of a command met
+// damaged state machine data (d, ErrStateDamaged; the command would meet
+// it again after a restart, as it is replayed from the log). On the apply
+// goroutine, instead of stopping the node:
+//
+//  1. it asks the leader (moving the leadership away first if this
+//     member leads) for its state at index from-1 or later, from-1 the
+//     last entry of the job applied here: the damaged run was not
+//     committed, so that is all the leader must have applied;
+//  2. it puts the state in place (Commit(L), L at least this state
+//     machine's index, the last command before from) and syncs it;
+//  3. it applies the job's entries from from on, as any job after a
+//     restored state: commands up to L are the state's (their proposers
+//     here learn that their result is not known, see applyEntries),
+//     the rest are applied.
+//
+// Raft runs on meanwhile, as during RepairFromLeader. It gives up after
+// repairApplyAttempts tries and returns d's error, which stops the node
+// as before; an error of the state machine taking the state also stops
+// it.
+func (n *raftNode) repairApply(ents []*pb.Entry, d *damagedRun) error {
+	applied := d.from - 1
+	n.logf("repair: applying entry %d met damaged state machine data (%v); replacing the state machine with the leader's state at index %d or later", d.from, d.err, applied)
+	start := time.Now()
+	wait := repairApplyRetry
+	var errs []error
+	for attempt := 1; attempt <= repairApplyAttempts; attempt++ {
+		if attempt > 1 {
+			n.logf("repair: attempt %d of %d failed (trying again in %v): %v", attempt-1, repairApplyAttempts, wait, errs[len(errs)-1])
+			select {
+			case <-n.stopc:
+				return ErrStopped
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, repairApplyRetryMax)
+		}
+		data, lead, size, err := n.fetchLeaderState(applied)
+		if err != nil {
+			errs = append(errs, err)
+			if errors.Is(err, ErrNoPeer) || errors.Is(err, ErrStopped) {
+				break
+			}
+			continue
+		}
+		// The leader applied from-1, so its state has every command up
+		// to it: its index (its last command's) is at least this state
+		// machine's, which is the last command before from.
+		index := data.dataIndex
+		if index < n.smApplied {
+			data.drop()
+			errs = append(errs, fmt.Errorf("cluster: repair: leader %x sent its state at index %d, before this member's state machine at %d", lead, index, n.smApplied))
+			continue
+		}
+		if data.prepared != nil {
+			err = data.prepared.Commit(index)
+		} else {
+			err = n.restoreFile(data.path, index)
+		}
+		data.drop() // after a Commit, Discard does nothing
+		if err != nil {
+			return fmt.Errorf("cluster: repair: state machine cannot take the leader's state at index %d: %w", index, err)
+		}
+		n.smApplied = index
+		if err := n.sm.Sync(); err != nil {
+			return fmt.Errorf("cluster: repair: state machine sync: %w", err)
+		}
+		n.logf("repair: state machine replaced with leader %x's state at index %d (%d bytes in %v) after its apply met damaged data; applying on from entry %d",
+			lead, index, size, time.Since(start).Round(time.Millisecond), d.from)
+		n.setApplied(applied)
+		var rest []*pb.Entry
+		for _, e := range ents {
+			if e.GetIndex() >= d.from {
+				rest = append(rest, e)
+			}
+		}
+		return n.applyEntries(rest)
+	}
+	return fmt.Errorf("%w; repairing it from the leader's state failed: %w", d.err, errors.Join(errs...))
+}
+
+// fetchLeaderState fetches the leader's state at index applied or later
+// for repairApply, moving the leadership away first if this member
+// leads.
+func (n *raftNode) fetchLeaderState(applied uint64) (receivedSnap, uint64, int64, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lead := n.lead.Load()
+	if lead == 0 {
+		return receivedSnap{}, 0, 0, ErrNoLeader
+	}
+	if lead == n.id {
+		to, err := n.repairTransferee()
+		if err != nil {
+			return receivedSnap{}, 0, 0, err
+		}
+		n.logf("repair: this member leads; moving the leadership to %x before fetching its state", to)
+		mctx, mcancel := context.WithTimeout(ctx, repairApplyMoveLeader)
+		err = n.MoveLeader(mctx, to)
+		mcancel()
+		if err != nil {
+			return receivedSnap{}, 0, 0, fmt.Errorf("cluster: repair: move the leadership to %x: %w", to, err)
+		}
+		if lead = n.lead.Load(); lead == 0 || lead == n.id {
+			return receivedSnap{}, 0, 0, ErrNoLeader
+		}
+	}
+	n.membersMu.RLock()
+	m, ok := n.members.get(lead)
+	n.membersMu.RUnlock()
+	if !ok || len(m.PeerURLs) == 0 {
+		return receivedSnap{}, 0, 0, fmt.Errorf("cluster: repair: the leader %x is not in the member list", lead)
+	}
+	var errs []error
+	for _, u := range m.PeerURLs {
+		data, size, err := n.fetchState(ctx, u, applied)
+		if err == nil {
+			return data, lead, size, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", u, err))
+	}
+	return receivedSnap{}, 0, 0, fmt.Errorf("cluster: repair: fetch the state of leader %x: %w", lead, errors.Join(errs...))
 }

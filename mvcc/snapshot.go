@@ -112,7 +112,7 @@ func (s *Store) PrepareRestore(r io.Reader) (*PreparedRestore, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := s.failure(); err != nil {
+	if err := s.failure(); err != nil && !errors.Is(err, engine.ErrCorruption) {
 		return nil, err
 	}
 	built, err := newRestorer(keyindex.New(), nil)
@@ -139,8 +139,12 @@ func (p *PreparedRestore) Commit() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.failure(); err != nil {
-		return err
+	// A store that failed on damaged data (a write that read a damaged
+	// block) is repaired by the restore, which replaces every key and
+	// what memory holds of them: the failure ends with it.
+	failed := s.failed.Load()
+	if failed != nil && !errors.Is(*failed, engine.ErrCorruption) {
+		return *failed
 	}
 	s.drainLocked()
 	if err := p.tables.Ingest(); err != nil {
@@ -171,6 +175,9 @@ func (p *PreparedRestore) Commit() error {
 	s.rewindWatchersLocked()
 	s.watchMu.Unlock()
 	s.leaseChanged(LeaseChange{})
+	if failed != nil {
+		s.failed.CompareAndSwap(failed, nil)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stratadb/strata/auth"
 	"github.com/stratadb/strata/cluster"
+	"github.com/stratadb/strata/engine"
 	"github.com/stratadb/strata/mvcc"
 )
 
@@ -88,7 +90,9 @@ func (p *proposedRequests) get(cmd []byte) *pb.InternalRaftRequest {
 // applyResult is what Stage returns for every command it could apply or
 // refuse: the etcd response, or the error the command itself caused (a
 // failed check, a compacted revision). A storage failure is not a result:
-// Stage returns it as its error, which stops the Node.
+// Stage returns it as its error, which stops the Node, but for damaged
+// data (stateDamaged), which a member of a cluster repairs from the
+// leader's state.
 type applyResult struct {
 	resp proto.Message
 	err  error
@@ -151,7 +155,7 @@ func (ab *applyBatch) Stage(index uint64, cmd []byte) (any, error) {
 	alone := ab.a.store.BeginBatch()
 	res, err := result(ab.a.apply(alone, index, r))
 	if cerr := alone.Commit(); cerr != nil {
-		return nil, cerr
+		return nil, stateDamaged(cerr)
 	}
 	return res, err
 }
@@ -163,6 +167,18 @@ func (ab *applyBatch) commitStaged() error {
 	}
 	err := ab.b.Commit()
 	ab.b = nil
+	return stateDamaged(err)
+}
+
+// stateDamaged marks an error of the store that met a damaged block
+// (engine.ErrCorruption) as cluster.ErrStateDamaged: a member of a
+// cluster then replaces its store with the leader's state instead of
+// stopping (the command would meet the damage again after a restart,
+// replayed from the log).
+func stateDamaged(err error) error {
+	if err != nil && errors.Is(err, engine.ErrCorruption) && !errors.Is(err, cluster.ErrStateDamaged) {
+		return fmt.Errorf("%w: %w", cluster.ErrStateDamaged, err)
+	}
 	return err
 }
 
@@ -195,7 +211,7 @@ func decodeCommand(cmd []byte) (*pb.InternalRaftRequest, *applyResult) {
 // the result, any other error the store's.
 func result(resp proto.Message, err error) (any, error) {
 	if err != nil && stopsNode(err) {
-		return nil, err
+		return nil, stateDamaged(err)
 	}
 	return &applyResult{resp: resp, err: err}, nil
 }

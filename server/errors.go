@@ -109,7 +109,9 @@ var errorTable = []errorRow{
 	{err: mvcc.ErrCorrupt, code: codes.Internal, stops: true},
 	// A damaged block of a table or blob file (corrupt.go): a read gets
 	// etcd's DataLoss "etcdserver: corrupt cluster"; apply that meets one
-	// stops, as on any failed read of the store.
+	// fails as on any failed read of the store (stops), but a member of a
+	// cluster then replaces its store with the leader's state and goes
+	// on (cluster.ErrStateDamaged, apply.go's stateDamaged).
 	{err: engine.ErrCorruption, grpc: rpctypes.ErrGRPCCorrupt, stops: true},
 
 	// The cluster's: never a result of apply, so none is the command's.
