@@ -112,54 +112,23 @@ type repairJob struct {
 // there is no leader; an error leaves the state machine as it was.
 func (n *raftNode) RepairFromLeader(ctx context.Context) (Repair, error) {
 	start := time.Now()
-	lead := n.lead.Load()
-	if lead == 0 {
-		return Repair{}, ErrNoLeader
-	}
-	if lead == n.id {
-		to, err := n.repairTransferee()
-		if err != nil {
-			return Repair{}, err
-		}
-		n.logf("repair: this member leads; moving the leadership to %x before fetching its state", to)
-		if err := n.MoveLeader(ctx, to); err != nil {
-			return Repair{}, fmt.Errorf("cluster: repair: move the leadership to %x: %w", to, err)
-		}
-		if lead = n.lead.Load(); lead == 0 || lead == n.id {
-			return Repair{}, ErrNoLeader
-		}
-	}
-	n.membersMu.RLock()
-	m, ok := n.members.get(lead)
-	n.membersMu.RUnlock()
-	if !ok || len(m.PeerURLs) == 0 {
-		return Repair{}, fmt.Errorf("cluster: repair: the leader %x is not in the member list", lead)
-	}
 	applied := n.applied.Load()
-	n.logf("repair: fetching the state of leader %x (this member applied %d, its state machine %d)", lead, applied, n.sm.AppliedIndex())
-	var errs []error
-	for _, u := range m.PeerURLs {
-		data, size, err := n.fetchState(ctx, u, applied)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", u, err))
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		job := &applyJob{repair: &repairJob{data: data}, done: make(chan struct{})}
-		if err := n.runJob(job); err != nil {
-			return Repair{}, err
-		}
-		if job.repair.err != nil {
-			return Repair{}, job.repair.err
-		}
-		r := Repair{Leader: lead, Index: data.dataIndex, Bytes: size, Took: time.Since(start), Replayed: job.repair.replayed}
-		n.logf("repair: state machine replaced with leader %x's state at index %d (%d bytes in %v, %d commands applied again after it)",
-			lead, r.Index, r.Bytes, r.Took.Round(time.Millisecond), r.Replayed)
-		return r, nil
+	n.logf("repair: fetching the leader's state (this member applied %d, its state machine %d)", applied, n.sm.AppliedIndex())
+	data, lead, size, err := n.fetchLeaderState(ctx, applied)
+	if err != nil {
+		return Repair{}, err
 	}
-	return Repair{}, fmt.Errorf("cluster: repair: fetch the state of leader %x: %w", lead, errors.Join(errs...))
+	job := &applyJob{repair: &repairJob{data: data}, done: make(chan struct{})}
+	if err := n.runJob(job); err != nil {
+		return Repair{}, err
+	}
+	if job.repair.err != nil {
+		return Repair{}, job.repair.err
+	}
+	r := Repair{Leader: lead, Index: data.dataIndex, Bytes: size, Took: time.Since(start), Replayed: job.repair.replayed}
+	n.logf("repair: state machine replaced with leader %x's state at index %d (%d bytes in %v, %d commands applied again after it)",
+		lead, r.Index, r.Bytes, r.Took.Round(time.Millisecond), r.Replayed)
+	return r, nil
 }
 
 // repairTransferee picks the voting member other than this one that has
@@ -242,16 +211,9 @@ func (n *raftNode) applyRepair(r *repairJob) error {
 			}
 		}
 	}
-	var err error
-	if r.data.prepared != nil {
-		err = r.data.prepared.Commit(index)
-	} else {
-		err = n.restoreFile(r.data.path, index)
+	if err := n.takeState(r.data); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("cluster: repair: state machine cannot take the leader's state at index %d: %w", index, err)
-	}
-	n.smApplied = index
 	if err := n.applyCommands(replay); err != nil {
 		return err
 	}
@@ -445,10 +407,11 @@ const (
 	repairApplyAttempts = 10
 	repairApplyRetry    = 250 * time.Millisecond
 	repairApplyRetryMax = 4 * time.Second
-	// repairApplyMoveLeader bounds a move of the leadership away from
-	// this member before it asks for the leader's state.
-	repairApplyMoveLeader = 5 * time.Second
 )
+
+// repairMoveLeader bounds a move of the leadership away from a member
+// before it asks for the leader's state.
+const repairMoveLeader = 5 * time.Second
 
 // repairApply is the repair of a member whose apply of a command met
 // damaged state machine data (d, ErrStateDamaged; the command would meet
@@ -486,7 +449,7 @@ func (n *raftNode) repairApply(ents []*pb.Entry, d *damagedRun) error {
 			}
 			wait = min(2*wait, repairApplyRetryMax)
 		}
-		data, lead, size, err := n.fetchLeaderState(applied)
+		data, lead, size, err := n.fetchLeaderState(context.Background(), applied)
 		if err != nil {
 			errs = append(errs, err)
 			if errors.Is(err, ErrNoPeer) || errors.Is(err, ErrStopped) {
@@ -503,16 +466,11 @@ func (n *raftNode) repairApply(ents []*pb.Entry, d *damagedRun) error {
 			errs = append(errs, fmt.Errorf("cluster: repair: leader %x sent its state at index %d, before this member's state machine at %d", lead, index, n.smApplied))
 			continue
 		}
-		if data.prepared != nil {
-			err = data.prepared.Commit(index)
-		} else {
-			err = n.restoreFile(data.path, index)
-		}
+		err = n.takeState(data)
 		data.drop() // after a Commit, Discard does nothing
 		if err != nil {
-			return fmt.Errorf("cluster: repair: state machine cannot take the leader's state at index %d: %w", index, err)
+			return err
 		}
-		n.smApplied = index
 		if err := n.sm.Sync(); err != nil {
 			return fmt.Errorf("cluster: repair: state machine sync: %w", err)
 		}
@@ -530,12 +488,11 @@ func (n *raftNode) repairApply(ents []*pb.Entry, d *damagedRun) error {
 	return fmt.Errorf("%w; repairing it from the leader's state failed: %w", d.err, errors.Join(errs...))
 }
 
-// fetchLeaderState fetches the leader's state at index applied or later
-// for repairApply, moving the leadership away first if this member
-// leads.
-func (n *raftNode) fetchLeaderState(applied uint64) (receivedSnap, uint64, int64, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// fetchLeaderState fetches the leader's state at index applied or later,
+// moving the leadership away first if this member leads (to the voting
+// member with the most of its log). It fails with ErrNoLeader while there
+// is no leader.
+func (n *raftNode) fetchLeaderState(ctx context.Context, applied uint64) (receivedSnap, uint64, int64, error) {
 	lead := n.lead.Load()
 	if lead == 0 {
 		return receivedSnap{}, 0, 0, ErrNoLeader
@@ -546,7 +503,7 @@ func (n *raftNode) fetchLeaderState(applied uint64) (receivedSnap, uint64, int64
 			return receivedSnap{}, 0, 0, err
 		}
 		n.logf("repair: this member leads; moving the leadership to %x before fetching its state", to)
-		mctx, mcancel := context.WithTimeout(ctx, repairApplyMoveLeader)
+		mctx, mcancel := context.WithTimeout(ctx, repairMoveLeader)
 		err = n.MoveLeader(mctx, to)
 		mcancel()
 		if err != nil {
@@ -562,6 +519,7 @@ func (n *raftNode) fetchLeaderState(applied uint64) (receivedSnap, uint64, int64
 	if !ok || len(m.PeerURLs) == 0 {
 		return receivedSnap{}, 0, 0, fmt.Errorf("cluster: repair: the leader %x is not in the member list", lead)
 	}
+	n.logf("repair: fetching the state of leader %x at index %d or later", lead, applied)
 	var errs []error
 	for _, u := range m.PeerURLs {
 		data, size, err := n.fetchState(ctx, u, applied)
@@ -569,6 +527,26 @@ func (n *raftNode) fetchLeaderState(applied uint64) (receivedSnap, uint64, int64
 			return data, lead, size, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", u, err))
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	return receivedSnap{}, 0, 0, fmt.Errorf("cluster: repair: fetch the state of leader %x: %w", lead, errors.Join(errs...))
+}
+
+// takeState puts data, the leader's state, in place of the state
+// machine's, on the apply goroutine; the caller drops data and syncs the
+// state machine. Its error (the state machine failed) stops the node.
+func (n *raftNode) takeState(data receivedSnap) error {
+	var err error
+	if data.prepared != nil {
+		err = data.prepared.Commit(data.dataIndex)
+	} else {
+		err = n.restoreFile(data.path, data.dataIndex)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: repair: state machine cannot take the leader's state at index %d: %w", data.dataIndex, err)
+	}
+	n.smApplied = data.dataIndex
+	return nil
 }
