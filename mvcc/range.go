@@ -174,7 +174,7 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 		ra, rb := hits[a].keyRev.Mod, hits[b].keyRev.Mod
 		return cmp.Or(cmp.Compare(ra.Main, rb.Main), cmp.Compare(ra.Sub, rb.Sub))
 	})
-	var rk, vbuf []byte
+	var rk []byte
 	var ar recordArena
 	for n, i := range order {
 		h := hits[i]
@@ -191,20 +191,25 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 			return RangeResult{}, s.readError(h.keyRev.Mod, err)
 		}
 		rec, err := decodeRecord(v)
+		var vlen int
 		if err == nil {
-			// Into vbuf, reused: the arena copies the value.
-			vbuf, err = s.dicts.expand(vbuf, &rec)
+			vlen, err = s.dicts.expandedLen(&rec)
 		}
 		if err != nil {
 			return RangeResult{}, err
 		}
 		if opts.Charge != nil {
-			if err := opts.Charge(len(rec.key) + len(rec.value)); err != nil {
+			if err := opts.Charge(len(rec.key) + vlen); err != nil {
 				return RangeResult{}, err
 			}
 		}
 		kv := KeyValue{CreateRevision: h.keyRev.Create, ModRevision: h.keyRev.Mod.Main, Version: h.keyRev.Version, Lease: rec.lease}
-		kv.Key, kv.Value = ar.copy(rec.key, rec.value, len(hits)-n)
+		kv.Key, kv.Value = ar.alloc(len(rec.key), vlen, len(hits)-n)
+		copy(kv.Key, rec.key)
+		// The value is expanded (or copied) straight into the arena.
+		if err := s.dicts.expandInto(kv.Value, &rec); err != nil {
+			return RangeResult{}, err
+		}
 		res.KVs[i] = kv
 	}
 	return res, nil
@@ -222,26 +227,26 @@ type recordArena struct{ buf []byte }
 
 const arenaChunk = 256 << 10
 
-// copy returns copies of key and value (nil for an empty value), capped
-// so that appending to one cannot overwrite another; left counts the
-// records still to copy, this one included.
-func (a *recordArena) copy(key, value []byte, left int) (k, v []byte) {
-	n := len(key) + len(value)
+// alloc returns room for a key of keyLen bytes and a value of valueLen
+// (nil for an empty value), each capped so that appending to one cannot
+// overwrite another; left counts the records still to place, this one
+// included.
+func (a *recordArena) alloc(keyLen, valueLen, left int) (k, v []byte) {
+	n := keyLen + valueLen
 	var b []byte
 	if n > arenaChunk/4 {
-		b = make([]byte, 0, n)
+		b = make([]byte, n)
 	} else {
 		if n > cap(a.buf)-len(a.buf) {
 			est := n * left
 			a.buf = make([]byte, 0, min(arenaChunk, max(n, est+est/8)))
 		}
-		b = a.buf[len(a.buf):len(a.buf)]
+		b = a.buf[len(a.buf) : len(a.buf)+n]
 		a.buf = a.buf[:len(a.buf)+n]
 	}
-	b = append(append(b, key...), value...)
-	k = b[:len(key):len(key)]
-	if len(value) > 0 {
-		v = b[len(key):n:n]
+	k = b[:keyLen:keyLen]
+	if valueLen > 0 {
+		v = b[keyLen:n:n]
 	}
 	return k, v
 }

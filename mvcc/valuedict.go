@@ -294,20 +294,51 @@ func (d *valueDicts) expand(dst []byte, r *record) ([]byte, error) {
 	if r.dict == 0 {
 		return dst, nil
 	}
-	dict, ok := (*d.byName.Load())[r.dict]
-	if !ok {
-		return dst, fmt.Errorf("%w: record of revision %d compressed with dictionary %016x, which the store does not hold", ErrCorrupt, r.mod, r.dict)
+	n, err := d.expandedLen(r)
+	if err != nil {
+		return dst, err
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	return dst[:n], d.expandInto(dst[:n], r)
+}
+
+// expandedLen is the length of r's value expanded: len(r.value) if it is
+// not compressed.
+func (d *valueDicts) expandedLen(r *record) (int, error) {
+	if r.dict == 0 {
+		return len(r.value), nil
 	}
 	n, err := s2.DecodedLen(r.value)
 	if err != nil || n > MaxValueSize || n < dictMinValue {
-		return dst, fmt.Errorf("%w: record of revision %d: compressed value of %d bytes (decoded length %d, %v)", ErrCorrupt, r.mod, len(r.value), n, err)
+		return 0, fmt.Errorf("%w: record of revision %d: compressed value of %d bytes (decoded length %d, %v)", ErrCorrupt, r.mod, len(r.value), n, err)
 	}
-	out, err := dict.Decode(dst[:cap(dst)], r.value) // in dst if it fits
+	return n, nil
+}
+
+// expandInto expands r's value into dst, of its expandedLen, and points
+// r's value at dst: a reader that keeps the value decompresses it where
+// it keeps it, instead of into a buffer and then copying it there.
+func (d *valueDicts) expandInto(dst []byte, r *record) error {
+	if r.dict == 0 {
+		copy(dst, r.value)
+		r.value = dst
+		return nil
+	}
+	dict, ok := (*d.byName.Load())[r.dict]
+	if !ok {
+		return fmt.Errorf("%w: record of revision %d compressed with dictionary %016x, which the store does not hold", ErrCorrupt, r.mod, r.dict)
+	}
+	out, err := dict.Decode(dst, r.value)
 	if err != nil {
-		return dst, fmt.Errorf("%w: record of revision %d: compressed value: %w", ErrCorrupt, r.mod, err)
+		return fmt.Errorf("%w: record of revision %d: compressed value: %w", ErrCorrupt, r.mod, err)
 	}
-	r.value, r.dict = out, 0
-	return out, nil
+	if len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
+		return fmt.Errorf("%w: record of revision %d: compressed value decodes to %d bytes, its header says %d", ErrCorrupt, r.mod, len(out), len(dst))
+	}
+	r.value, r.dict = dst, 0
+	return nil
 }
 
 // plain returns the record encoded in b with its value decompressed:

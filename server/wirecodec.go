@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sync"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -30,6 +31,11 @@ func newWireCodec() wireCodec {
 }
 
 func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*pb.RangeResponse); ok {
+		if out, ok := marshalRangeInPlace(r); ok {
+			return out, nil
+		}
+	}
 	return c.marshal(v, c.pool)
 }
 
