@@ -41,36 +41,13 @@ func TestRepairOnApply(t *testing.T) {
 }
 
 func testRepairOnApply(t *testing.T, victimLeads bool) {
-	c := newPreparedCluster(t, 3, 10000, nil)
-	lead := c.leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cli := c.client(c.members...)
-	writeRepairKeys(t, ctx, cli)
-	victim := c.others(lead)[0]
-	if victimLeads {
-		victim = lead
-	}
-	victimID := memberIDOf(t, cli, victim)
-	vcli := c.client(victim)
-	if _, err := vcli.Get(ctx, repairPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := vcli.Defragment(ctx, victim.clientAddr); err != nil {
-		t.Fatal(err)
-	}
-	c.stop(victim)
-	damageFile(t, victim, "blob")
+	v := damageVictim(t, ctx, victimLeads, false, "blob")
+	c, victim, vcli := v.c, v.victim, v.vcli
 	c.start(victim)
 	if victimLeads {
-		if l := c.leader(); l != victim {
-			if _, err := c.client(l).MoveLeader(ctx, victimID); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if l := c.leader(); l != victim {
-			t.Fatalf("%s leads, want the damaged %s", l.name, victim.name)
-		}
+		v.leadAgain(t, ctx)
 	}
 	via := c.others(victim)[0]
 	// The victim follows the log again before the txn is proposed (a

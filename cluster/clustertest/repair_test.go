@@ -85,40 +85,70 @@ func writeRepairKeys(t *testing.T, ctx context.Context, cli *clientv3.Client) {
 	}
 }
 
-func testRepair(t *testing.T, victimLeads bool) {
+// repairVictim is a member of a new 3-member cluster holding the repair
+// keys (writeRepairKeys), stopped with every key in its tables, a file of
+// its store damaged; the caller starts it again.
+type repairVictim struct {
+	c       *procCluster
+	victim  *member
+	id      uint64
+	cli     *clientv3.Client // every member's
+	vcli    *clientv3.Client // the victim's
+	damaged string           // the damaged file
+}
+
+// damageVictim makes a repairVictim of the leader (leads) or a follower:
+// stopped, or SIGKILLed with kill (no key index checkpoint then), its
+// file of kind ext ("blob", "sst") damaged.
+func damageVictim(t *testing.T, ctx context.Context, leads, kill bool, ext string) repairVictim {
+	t.Helper()
 	c := newPreparedCluster(t, 3, 10000, nil)
 	lead := c.leader()
-	cli := c.client(c.members...)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	writeRepairKeys(t, ctx, cli)
-	victim := c.others(lead)[0]
-	if victimLeads {
-		victim = lead
+	v := repairVictim{c: c, cli: c.client(c.members...), victim: c.others(lead)[0]}
+	writeRepairKeys(t, ctx, v.cli)
+	if leads {
+		v.victim = lead
 	}
-	victimID := memberIDOf(t, cli, victim)
-	vcli := c.client(victim)
+	v.id = memberIDOf(t, v.cli, v.victim)
+	v.vcli = c.client(v.victim)
 	// The victim applied every put (a linearizable read on it), and holds
 	// them all in tables.
-	if _, err := vcli.Get(ctx, repairPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+	if _, err := v.vcli.Get(ctx, repairPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vcli.Defragment(ctx, victim.clientAddr); err != nil {
+	if _, err := v.vcli.Defragment(ctx, v.victim.clientAddr); err != nil {
 		t.Fatal(err)
 	}
-	c.stop(victim)
-	table := damageFile(t, victim, "blob")
+	if kill {
+		c.kill(v.victim)
+	} else {
+		c.stop(v.victim)
+	}
+	v.damaged = damageFile(t, v.victim, ext)
+	return v
+}
+
+// leadAgain makes the victim, started again, the leader, as it was.
+func (v repairVictim) leadAgain(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if l := v.c.leader(); l != v.victim {
+		if _, err := v.c.client(l).MoveLeader(ctx, v.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := v.c.leader(); l != v.victim {
+		t.Fatalf("%s leads, want the damaged %s", l.name, v.victim.name)
+	}
+}
+
+func testRepair(t *testing.T, victimLeads bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	v := damageVictim(t, ctx, victimLeads, false, "blob")
+	c, victim, victimID, vcli, table := v.c, v.victim, v.id, v.vcli, v.damaged
 	c.start(victim)
 	if victimLeads {
-		// Make the damaged member lead again, as it did.
-		if l := c.leader(); l != victim {
-			if _, err := c.client(l).MoveLeader(ctx, victimID); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if l := c.leader(); l != victim {
-			t.Fatalf("%s leads, want the damaged %s", l.name, victim.name)
-		}
+		v.leadAgain(t, ctx)
 	}
 
 	// Whether the alarm list (etcdctl's AlarmList) of a sound member shows
@@ -287,24 +317,12 @@ func checkHashKVEqual(t *testing.T, c *procCluster) {
 // endpoint hashkv` is equal on the three members, every key reads back on
 // it alone, writes work.
 func TestRepairAtStart(t *testing.T) {
-	c := newPreparedCluster(t, 3, 10000, nil)
-	lead := c.leader()
-	cli := c.client(c.members...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	writeRepairKeys(t, ctx, cli)
-	victim := c.others(lead)[0]
-	vcli := c.client(victim)
-	if _, err := vcli.Get(ctx, repairPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := vcli.Defragment(ctx, victim.clientAddr); err != nil {
-		t.Fatal(err)
-	}
 	// Killed, the member writes no key index checkpoint: its start
 	// rebuilds the index from every revision and meets the damage.
-	c.kill(victim)
-	damageFile(t, victim, "sst")
+	v := damageVictim(t, ctx, false, true, "sst")
+	c, cli, victim, vcli := v.c, v.cli, v.victim, v.vcli
 	// Written while the victim is down: it catches up from the log after
 	// its repair.
 	if _, err := cli.Put(ctx, "while-down", "v"); err != nil {
