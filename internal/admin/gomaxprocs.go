@@ -21,7 +21,9 @@ import (
 // batches as it does on two cores. Every path that fsyncs (the store's
 // WAL under v2 and v3 writes, a cluster member's raft log) waits this
 // way, so the floor is set once, for the process. Figures in
-// docs/server.md and docs/data/pinned-qps.md.
+// docs/server.md and docs/data/pinned-qps.md. Members of one cluster that
+// share one CPU are the exception: the CPU runs the others while one
+// syncs, and GOMAXPROCS=1 is cheaper there (docs/data/members-one-p.md).
 const serveMinProcs = 2
 
 // raiseGOMAXPROCS applies serveMinProcs and returns what the startup line
