@@ -44,10 +44,20 @@ const (
 	GoalCPUV3Read  = 0.4
 	GoalCPUV3Write = 0.5
 	GoalCPUV2      = 0.8
-	// GoalCPUCluster is the goal of every cluster row, writes and reads
-	// through the leader or a follower, on the CPU time of all members.
-	GoalCPUCluster = 0.7
+	// GoalQPSCluster and GoalCPUCluster are the goals of every cluster
+	// row, writes and reads through the leader or a follower, on the CPU
+	// time of all members.
+	GoalQPSCluster = 1.2
+	GoalCPUCluster = 0.8
 )
+
+// goalQPS is the QPS ratio goal of row.
+func goalQPS(row QPSRow) float64 {
+	if row.Members > 1 {
+		return GoalQPSCluster
+	}
+	return GoalQPSRatio
+}
 
 // goalCPU is the CPU ratio goal of row.
 func goalCPU(row QPSRow) float64 {
@@ -68,8 +78,8 @@ func goal(row QPSRow, qpsRatio, cpuRatio float64) string {
 		return ""
 	}
 	var miss []string
-	if qpsRatio < GoalQPSRatio {
-		miss = append(miss, fmt.Sprintf("QPS < %.1fx", GoalQPSRatio))
+	if want := goalQPS(row); qpsRatio < want {
+		miss = append(miss, fmt.Sprintf("QPS < %.1fx", want))
 	}
 	if want := goalCPU(row); cpuRatio > want {
 		miss = append(miss, fmt.Sprintf("CPU > %.1fx", want))
@@ -139,7 +149,7 @@ func (res *QPSResult) Table() *report.Table {
 	if o.Members > 1 {
 		t.Notes = append(t.Notes,
 			fmt.Sprintf("Clusters: %d members of each server, all on the server CPUs, defaults of both (100 ms heartbeat, 1 s election timeout, fsync per commit); via leader or follower is the member that gets the requests.", o.Members),
-			fmt.Sprintf("Goal, every row: QPS >= %.1fx the peer's; CPU ratio <= %.1f.", GoalQPSRatio, GoalCPUCluster))
+			fmt.Sprintf("Goal, every row: QPS >= %.1fx the peer's; CPU ratio <= %.1f.", GoalQPSCluster, GoalCPUCluster))
 		if n := res.leaderChanges(); n > 0 {
 			t.Notes = append(t.Notes, fmt.Sprintf("%d run(s) saw the leader change (an election inside the run); see the runs table.", n))
 		}

@@ -125,8 +125,9 @@ func TestGoal(t *testing.T) {
 		{QPSRow{APIV3, OpWrite, 64, 256, 1, ""}, 1.5, 0.5, "met"},
 		{QPSRow{APIV3, OpWrite, 64, 256, 1, ""}, 1.5, 0.51, "no: CPU > 0.5x"},
 		{QPSRow{APIV3, OpWrite, 64, 256, 1, ""}, math.NaN(), math.NaN(), ""},
-		{QPSRow{APIV3, OpWrite, 256, 64, 3, ViaFollower}, 1.1, 0.7, "met"},
-		{QPSRow{APIV3, OpReadSerializable, 256, 64, 3, ViaLeader}, 1.1, 0.71, "no: CPU > 0.7x"},
+		{QPSRow{APIV3, OpWrite, 256, 64, 3, ViaFollower}, 1.2, 0.8, "met"},
+		{QPSRow{APIV3, OpWrite, 256, 64, 3, ViaFollower}, 1.1, 0.8, "no: QPS < 1.2x"},
+		{QPSRow{APIV3, OpReadSerializable, 256, 64, 3, ViaLeader}, 1.2, 0.81, "no: CPU > 0.8x"},
 	} {
 		if got := goal(c.row, c.qr, c.cr); got != c.want {
 			t.Errorf("goal(%v, %v, %v) = %q, want %q", c.row, c.qr, c.cr, got, c.want)
