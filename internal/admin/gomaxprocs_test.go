@@ -1,11 +1,14 @@
 package admin
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/stratadb/strata/internal/testport"
 )
 
 // TestServeRaisesGOMAXPROCS checks the floor strata serve puts under
@@ -31,12 +34,25 @@ func TestServeRaisesGOMAXPROCS(t *testing.T) {
 		out := serveWhile(t, "", func() { n = runtime.GOMAXPROCS(0) })
 		return n, out
 	}
+	memberProcs := func() (int, string) {
+		peer := testport.Addr(t)
+		member := fmt.Sprintf("[cluster]\nname = \"s1\"\nlisten_peer = %q\n[[cluster.members]]\nname = \"s1\"\npeer_url = \"http://%s\"\nclient_url = \"http://%s\"\n", peer, peer, testport.Addr(t))
+		var n int
+		out := serveWhile(t, member, func() { n = runtime.GOMAXPROCS(0) })
+		return n, out
+	}
 
 	// One CPU, nothing set: raised.
 	os.Unsetenv("GOMAXPROCS")
 	runtime.GOMAXPROCS(1)
 	if n, out := serveProcs(); n != serveMinProcs || !strings.Contains(out, "GOMAXPROCS 2 (raised from 1") {
 		t.Errorf("one CPU: serve runs with GOMAXPROCS %d, want %d; startup %q", n, serveMinProcs, out)
+	}
+
+	// One CPU, a cluster member: left at one P.
+	runtime.GOMAXPROCS(1)
+	if n, out := memberProcs(); n != 1 || !strings.Contains(out, "GOMAXPROCS 1 (a cluster member is not raised") {
+		t.Errorf("one CPU, a cluster member: serve runs with GOMAXPROCS %d, want 1; startup %q", n, out)
 	}
 
 	// The user's GOMAXPROCS=1 is kept.

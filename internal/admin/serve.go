@@ -101,7 +101,7 @@ in flight and closes the database. See docs/server.md.`,
 func runServer(cmd *cobra.Command, cfg *config.Config, log engine.Logger) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	procs := raiseGOMAXPROCS()
+	procs := raiseGOMAXPROCS(cfg.Cluster.Enabled())
 	// A fixed Go memory limit bounds the start too. The automatic
 	// one follows the live heap, which grows from nothing while the
 	// store rebuilds its key index: set before, it trails the heap
