@@ -570,13 +570,7 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 	}
 	defer rs.drop() // after a Commit, Discard does nothing
 	if rs.dataIndex > n.smApplied {
-		var err error
-		if rs.prepared != nil {
-			err = rs.prepared.Commit(rs.dataIndex)
-		} else {
-			err = n.restoreFile(rs.path, rs.dataIndex)
-		}
-		if err != nil {
+		if err := n.install(rs); err != nil {
 			return fmt.Errorf("cluster: state machine cannot restore the snapshot at index %d: %w", rs.dataIndex, err)
 		}
 		// The raft log records the snapshot next: the data must be durable.
@@ -602,6 +596,16 @@ func (n *raftNode) restoreSnapshot(snap *pb.Snapshot) error {
 	n.setApplied(index)
 	n.logf("restored snapshot at index %d (state machine at %d)", index, n.smApplied)
 	return nil
+}
+
+// install puts the state machine data of rs in place of the state
+// machine's: the restore it prepared while it arrived, or the file it was
+// spooled to.
+func (n *raftNode) install(rs receivedSnap) error {
+	if rs.prepared != nil {
+		return rs.prepared.Commit(rs.dataIndex)
+	}
+	return n.restoreFile(rs.path, rs.dataIndex)
 }
 
 // restoreFile restores the state machine from snapshot data spooled to path.

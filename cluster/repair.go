@@ -538,13 +538,7 @@ func (n *raftNode) fetchLeaderState(ctx context.Context, applied uint64) (receiv
 // machine's, on the apply goroutine; the caller drops data and syncs the
 // state machine. Its error (the state machine failed) stops the node.
 func (n *raftNode) takeState(data receivedSnap) error {
-	var err error
-	if data.prepared != nil {
-		err = data.prepared.Commit(data.dataIndex)
-	} else {
-		err = n.restoreFile(data.path, data.dataIndex)
-	}
-	if err != nil {
+	if err := n.install(data); err != nil {
 		return fmt.Errorf("cluster: repair: state machine cannot take the leader's state at index %d: %w", data.dataIndex, err)
 	}
 	n.smApplied = data.dataIndex
