@@ -119,9 +119,15 @@ func TestBigRangesAtOnce(t *testing.T) {
 	}
 	grew := peak.Load() - base
 	t.Logf("%d lists of %d MiB at once: heap grew by %d MiB at most", lists, listBytes>>20, grew>>20)
-	if grew > lists*listBytes {
+	// The clients decode all the lists (their copies may all be live until
+	// the test's collector runs) and the server has one in flight: read,
+	// encoded, in gRPC's frames and in the client's receive buffer. Under
+	// a loaded CI host that peaked at 138 MiB; with every list read at
+	// once (no big Range token) it took 226-278 MiB. The token's hold
+	// until gRPC has sent the encoding is TestBigRangeTokenHeldUntilSent's.
+	if limit := int64(lists*listBytes + 4*listBytes); grew > limit {
 		t.Errorf("%d lists of %d MiB at once grew the heap by %d MiB, want under %d MiB (one list read, encoded and sent at a time in the server, the clients' decoding, garbage)",
-			lists, listBytes>>20, grew>>20, lists*listBytes>>20)
+			lists, listBytes>>20, grew>>20, limit>>20)
 	}
 }
 
