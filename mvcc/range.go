@@ -215,7 +215,7 @@ func (s *Store) rangeAt(kr keyRange, opts RangeOptions, cur int64, fetch func(ke
 	return res, nil
 }
 
-// recordArena copies the keys and values of a Range's records into a few
+// recordArena holds the keys and values of a Range's records in a few
 // shared chunks, so that a page of small records costs a few allocations
 // rather than two per record, without the one buffer grown by doubling
 // that a page of large values (500 Kubernetes objects of 14 KB) copied
