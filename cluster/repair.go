@@ -165,21 +165,34 @@ func (n *raftNode) fetchState(ctx context.Context, u string, applied uint64) (re
 		case <-ctx.Done():
 		}
 	}()
+	body, err := getState(ctx, n.tr.client, u, applied, n.clusterID, n.id)
+	if err != nil {
+		return receivedSnap{}, 0, err
+	}
+	defer body.Close()
+	return n.receiveSnapshotData(bufio.NewReaderSize(body, 256<<10))
+}
+
+// getState asks the peer at u, as member from of cluster clusterID, for
+// its state at applied index applied or later (GET /raft/state) and
+// returns the response's body, which the caller reads and closes.
+func getState(ctx context.Context, client *http.Client, u string, applied, clusterID, from uint64) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+pathState+"?applied="+strconv.FormatUint(applied, 10), nil)
 	if err != nil {
-		return receivedSnap{}, 0, err
+		return nil, err
 	}
-	n.tr.setHeaders(req)
-	resp, err := n.tr.client.Do(req)
+	req.Header.Set(headerClusterID, strconv.FormatUint(clusterID, 16))
+	req.Header.Set(headerFrom, strconv.FormatUint(from, 16))
+	resp, err := client.Do(req)
 	if err != nil {
-		return receivedSnap{}, 0, err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return receivedSnap{}, 0, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
-	return n.receiveSnapshotData(bufio.NewReaderSize(resp.Body, 256<<10))
+	return resp.Body, nil
 }
 
 // applyRepair puts the leader's state in place of the state machine's, on
@@ -350,22 +363,12 @@ func FetchLeaderState(ctx context.Context, cfg RaftConfig, restore func(r io.Rea
 // fetchStateFrom asks the peer at u for its state as the member meta
 // names, and hands the data to restore.
 func fetchStateFrom(ctx context.Context, client *http.Client, meta logMeta, u string, applied uint64, restore func(io.Reader) error) (size int64, index uint64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+pathState+"?applied="+strconv.FormatUint(applied, 10), nil)
+	body, err := getState(ctx, client, u, applied, meta.ClusterID, meta.MemberID)
 	if err != nil {
 		return 0, 0, err
 	}
-	req.Header.Set(headerClusterID, strconv.FormatUint(meta.ClusterID, 16))
-	req.Header.Set(headerFrom, strconv.FormatUint(meta.MemberID, 16))
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return 0, 0, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
-	}
-	br := bufio.NewReaderSize(resp.Body, 256<<10)
+	defer body.Close()
+	br := bufio.NewReaderSize(body, 256<<10)
 	cr := &chunkReader{br: br}
 	if err := restore(cr); err != nil {
 		return 0, 0, err

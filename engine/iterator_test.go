@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stratadb/strata/config"
+	"github.com/stratadb/strata/internal/damage"
 )
 
 // damageBlobFile writes values of 4000 bytes to a new database at
@@ -39,17 +39,8 @@ func damageBlobFile(t *testing.T, cfg *config.Config) (keys [][]byte, file strin
 	if len(blobs) != 1 {
 		t.Fatalf("blob files: %v, want one", blobs)
 	}
-	data, err := os.ReadFile(blobs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(data) / 2; i < len(data)/2+64; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(blobs[0], data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return keys, strings.TrimSuffix(filepath.Base(blobs[0]), ".blob")
+	damaged := damage.LargestFile(t, cfg.DBPath, "blob")
+	return keys, strings.TrimSuffix(filepath.Base(damaged), ".blob")
 }
 
 // TestIteratorValueAndErrDamagedBlobFile reads values kept in a damaged
