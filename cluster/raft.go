@@ -71,6 +71,9 @@ type raftNode struct {
 	// leaderChanges counts the new leaders seen (Status.LeaderChanges).
 	leaderChanges atomic.Uint64
 	leaderc       chan struct{}
+	// gonec carries the leader when the transport finds its process gone
+	// (deadleader.go).
+	gonec chan goneLeader
 
 	wait  *waitRegistry
 	reqID atomic.Uint64
@@ -137,6 +140,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 		snapMsgc:    make(chan *pb.Message, 16),
 		appliedWake: make(chan struct{}),
 		leaderc:     make(chan struct{}, 1),
+		gonec:       make(chan goneLeader, 1),
 		wait:        newWaitRegistry(),
 		readNext:    newReadNotifier(),
 		readWake:    make(chan struct{}, 1),

@@ -47,10 +47,18 @@ func (n *raftNode) run() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
+	var campaign <-chan time.Time
 	for {
 		select {
 		case <-ticker.C:
 			n.raft.Tick()
+		case g := <-n.gonec:
+			if c := n.forgetGoneLeader(g); c != nil {
+				campaign = c
+			}
+		case <-campaign:
+			campaign = nil
+			n.campaignIfLeaderless()
 		case rd := <-n.raft.Ready():
 			if rd.SoftState != nil {
 				n.setLeader(rd.Lead)

@@ -149,6 +149,10 @@ func TestRaftRestartAfterSnapshotStop(t *testing.T) {
 	})
 	c.waitStarted()
 	for i := range 10 {
+		// A restarted member elects itself within two election timeouts,
+		// which is also how long a proposal waits for a leader: on a
+		// loaded host the put could come first.
+		c.leader()
 		if _, err := c.put(0, fmt.Sprintf("k%d", i), "v"); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	pathpkg "path"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -58,6 +60,9 @@ const (
 
 	headerClusterID = "X-Strata-Cluster-Id"
 	headerFrom      = "X-Strata-From"
+	// headerIncarnation, on a stream's response, names the process that
+	// serves it: a new one after a restart (deadleader.go).
+	headerIncarnation = "X-Strata-Incarnation"
 
 	// peerQueueLen bounds the messages queued for one peer; when it is full
 	// (the peer is slow) messages are dropped and raft, told the peer is
@@ -92,6 +97,8 @@ type transport struct {
 	stopc chan struct{}
 
 	metrics *peerMetrics
+	// incarnation names this process to its peers (headerIncarnation).
+	incarnation string
 }
 
 // peer is one other member: a bounded queue of messages for it, drained
@@ -112,6 +119,9 @@ type peer struct {
 	snapshotting atomic.Bool
 	// warned limits the log to one line per kind of failure in a row.
 	warned atomic.Bool
+	// incarnation is the process that served the last stream from p
+	// (headerIncarnation); read and written by the stream's reader only.
+	incarnation string
 }
 
 func newTransport(n *raftNode, clientTLS *tls.Config) *transport {
@@ -131,6 +141,8 @@ func newTransport(n *raftNode, clientTLS *tls.Config) *transport {
 		peers:   map[uint64]*peer{},
 		stopc:   make(chan struct{}),
 		metrics: newPeerMetrics(),
+
+		incarnation: strconv.FormatUint(rand.Uint64(), 16),
 	}
 }
 
@@ -352,7 +364,7 @@ func (t *transport) handleStream(w http.ResponseWriter, r *http.Request) {
 		close(closed)
 	}()
 	bw := bufio.NewWriterSize(conn, 64<<10)
-	bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n")
+	bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n" + headerIncarnation + ": " + t.incarnation + "\r\n\r\n")
 	if err := bw.Flush(); err != nil {
 		return
 	}
@@ -418,6 +430,9 @@ func (t *transport) readStream(p *peer) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			t.n.leaderGone(p.id, "its peer port refuses connections")
+		}
 		if p.warned.CompareAndSwap(false, true) {
 			t.n.logf("stream from peer %x (%s) down: %v", p.id, u, err)
 		}
@@ -443,6 +458,12 @@ func (t *transport) stream(ctx context.Context, p *peer, u string) error {
 	defer resp.Body.Close()
 	if err := t.checkResponse(p, resp); err != nil {
 		return err
+	}
+	if inc := resp.Header.Get(headerIncarnation); inc != "" {
+		if p.incarnation != "" && inc != p.incarnation {
+			t.n.leaderGone(p.id, "it restarted")
+		}
+		p.incarnation = inc
 	}
 	if p.warned.CompareAndSwap(true, false) {
 		t.n.logf("stream from peer %x (%s) up", p.id, u)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,6 +217,76 @@ func TestKillLeaderWhileWriting(t *testing.T) {
 	c.start(lead)
 	checkAcked(t, c, lead, "w", acked)
 	checkSameStores(t, c, c.members...)
+}
+
+// TestGoneLeaderReplacedAtOnce: with an election timeout of 5 s, a leader
+// SIGKILLed while writes go on is replaced well within it, whether it
+// stays down (its peer port refuses the followers' dials) or is started
+// again at once (its stream is served by a new process). Either way the
+// followers forget it and the first of them campaigns
+// (cluster/deadleader.go); waiting out the timeout, no follower could
+// campaign within 5 s of the leader's last heartbeat.
+func TestGoneLeaderReplacedAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restart bool
+	}{{"down", false}, {"restarted", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPreparedCluster(t, 3, 10000, slowElection(t))
+			lead := c.leader()
+			w := startWriters(c.client(c.others(lead)...), 4, "w")
+			w.waitFor(t, 100, 30*time.Second)
+			before := w.count()
+			killed := time.Now()
+			c.kill(lead)
+			if tc.restart {
+				c.start(lead)
+			}
+			newLead := c.leader()
+			elected := time.Since(killed)
+			w.waitFor(t, before+100, 30*time.Second)
+			acked := w.finish()
+			t.Logf("%s elected %v after %s was killed (election timeout %d ms)", newLead.name, elected.Round(time.Millisecond), lead.name, slowElectionMS)
+			if newLead == lead {
+				t.Fatal("the killed member leads again")
+			}
+			if elected >= slowElectionMS*time.Millisecond*4/5 {
+				t.Fatalf("a new leader %v after the kill: the followers waited for the election timeout (%d ms) instead of finding the leader gone", elected, slowElectionMS)
+			}
+			for _, m := range c.others(lead) {
+				checkAcked(t, c, m, "w", acked)
+			}
+			for _, m := range c.others(lead) {
+				for _, why := range []string{"refuses connections", "it restarted"} {
+					if m.logHas(why) {
+						t.Logf("%s: the leader is gone: %s", m.name, why)
+					}
+				}
+			}
+		})
+	}
+}
+
+// slowElectionMS is TestGoneLeaderReplacedAtOnce's election timeout.
+const slowElectionMS = 5000
+
+// slowElection returns a prepare function for newPreparedCluster that
+// sets a member's election timeout to slowElectionMS.
+func slowElection(t *testing.T) func(*member) {
+	return func(m *member) {
+		b, err := os.ReadFile(m.cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow := strings.Replace(string(b), "heartbeat_interval_ms = 50\nelection_timeout_ms = 500\n",
+			"heartbeat_interval_ms = 100\nelection_timeout_ms = "+strconv.Itoa(slowElectionMS)+"\n", 1)
+		if slow == string(b) {
+			t.Fatalf("%s: no election timeout to raise in its config", m.name)
+		}
+		if err := os.WriteFile(m.cfgPath, []byte(slow), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestFollowerCatchesUpBySnapshot: a follower is killed, the others take

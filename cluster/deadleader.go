@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"go.etcd.io/raft/v3"
+)
+
+// A leader whose process is gone (a crash, an OOM kill, a SIGKILL) on a
+// machine that still runs refuses connections to its peer port at once,
+// or, restarted already, serves the stream as a new process (its
+// incarnation, transport.go), which raft starts as a follower.
+// raft alone would wait: a follower grants no pre-vote while it heard from
+// a leader within the election timeout (CheckQuorum's lease), and the
+// first follower to campaign does so after a randomized one to two
+// timeouts, 1-2 s at etcd's defaults, with every write waiting.
+//
+// So a follower whose dial of its leader is refused, or finds it
+// restarted, forgets that leader
+// (raft's ForgetLeader): it then grants pre-votes at once. The first of
+// the other voters by ID campaigns one tick later, by which time the rest
+// have seen the refusal too, and is elected in one round trip. It is safe
+// as raft's ForgetLeader is: the campaign needs the votes of a majority,
+// and a member that still hears from the leader grants none, so one
+// member wrong about the leader disrupts nothing. A leader that is merely
+// unreachable (a partition, a machine down) refuses nothing, and the
+// election timeout decides as before.
+
+// goneLeader is a leader whose process the transport found gone, and why.
+type goneLeader struct {
+	id  uint64
+	why string
+}
+
+// leaderGone is the transport's report that peer id's process is gone:
+// a dial was refused, or its stream is served by a new process. Only the
+// current leader matters.
+func (n *raftNode) leaderGone(id uint64, why string) {
+	if id == 0 || id != n.lead.Load() {
+		return
+	}
+	select {
+	case n.gonec <- goneLeader{id, why}:
+	default:
+	}
+}
+
+// forgetGoneLeader forgets g's leader if it is still this follower's
+// leader, and returns when to campaign if this member is the first of the
+// other voters by ID (nil otherwise). Run by the Ready loop.
+func (n *raftNode) forgetGoneLeader(g goneLeader) <-chan time.Time {
+	id := g.id
+	if id != n.lead.Load() || id == n.id {
+		return nil
+	}
+	st := n.raft.Status()
+	if st.RaftState != raft.StateFollower || st.Lead != id {
+		return nil
+	}
+	if err := n.raft.ForgetLeader(context.Background()); err != nil {
+		return nil
+	}
+	n.logf("leader %x is gone (%s): forgetting it to elect another at once", id, g.why)
+	voters := st.Config.Voters.IDs()
+	if _, ok := voters[n.id]; !ok {
+		return nil
+	}
+	for v := range voters {
+		if v != id && v < n.id {
+			return nil
+		}
+	}
+	return time.After(n.cfg.TickInterval)
+}
+
+// campaignIfLeaderless starts an election if no leader has appeared since
+// this member forgot a gone one.
+func (n *raftNode) campaignIfLeaderless() {
+	if n.lead.Load() != 0 {
+		return
+	}
+	n.logf("campaigning: the gone leader is forgotten and no other has appeared")
+	_ = n.raft.Campaign(context.Background())
+}
