@@ -10,17 +10,20 @@ import (
 // A leader whose process is gone (a crash, an OOM kill, a SIGKILL) on a
 // machine that still runs refuses connections to its peer port at once,
 // or, restarted already, serves the stream as a new process (its
-// incarnation, transport.go), which raft starts as a follower.
-// raft alone would wait: a follower grants no pre-vote while it heard from
-// a leader within the election timeout (CheckQuorum's lease), and the
-// first follower to campaign does so after a randomized one to two
-// timeouts, 1-2 s at etcd's defaults, with every write waiting.
+// incarnation, transport.go), which raft starts as a follower. raft alone
+// would wait: a follower grants no pre-vote while it heard from a leader
+// within the election timeout (CheckQuorum's lease), and the first
+// follower to campaign does so after a randomized one to two timeouts,
+// 1-2 s at etcd's defaults, with every write waiting.
 //
 // So a follower whose dial of its leader is refused, or finds it
-// restarted, forgets that leader
-// (raft's ForgetLeader): it then grants pre-votes at once. The first of
-// the other voters by ID campaigns one tick later, by which time the rest
-// have seen the refusal too, and is elected in one round trip. It is safe
+// restarted, forgets that leader (raft's ForgetLeader): it then grants
+// pre-votes at once. The other voters campaign in turn by ID, the first
+// one tick later (by which time the rest have seen the leader gone too),
+// the next two ticks after it if no leader has appeared, and so on: the
+// first is elected in one round trip unless its log is behind another's
+// (a pre-vote is granted only to a log at least as long), and then the
+// next one is. Campaigning all at once would split the votes. It is safe
 // as raft's ForgetLeader is: the campaign needs the votes of a majority,
 // and a member that still hears from the leader grants none, so one
 // member wrong about the leader disrupts nothing. A leader that is merely
@@ -47,8 +50,9 @@ func (n *raftNode) leaderGone(id uint64, why string) {
 }
 
 // forgetGoneLeader forgets g's leader if it is still this follower's
-// leader, and returns when to campaign if this member is the first of the
-// other voters by ID (nil otherwise). Run by the Ready loop.
+// leader, and returns when to campaign: 1 + 2r ticks from now for the
+// voter of rank r by ID among the others (nil for a non-voter). Run by
+// the Ready loop.
 func (n *raftNode) forgetGoneLeader(g goneLeader) <-chan time.Time {
 	id := g.id
 	if id != n.lead.Load() || id == n.id {
@@ -66,12 +70,13 @@ func (n *raftNode) forgetGoneLeader(g goneLeader) <-chan time.Time {
 	if _, ok := voters[n.id]; !ok {
 		return nil
 	}
+	rank := 0
 	for v := range voters {
 		if v != id && v < n.id {
-			return nil
+			rank++
 		}
 	}
-	return time.After(n.cfg.TickInterval)
+	return time.After(time.Duration(1+2*rank) * n.cfg.TickInterval)
 }
 
 // campaignIfLeaderless starts an election if no leader has appeared since
