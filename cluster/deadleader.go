@@ -27,8 +27,10 @@ import (
 // as raft's ForgetLeader is: the campaign needs the votes of a majority,
 // and a member that still hears from the leader grants none, so one
 // member wrong about the leader disrupts nothing. A leader that is merely
-// unreachable (a partition, a machine down) refuses nothing, and the
-// election timeout decides as before.
+// unreachable (a machine down, a partition that drops packets) refuses
+// nothing, and the election timeout decides as before; a partition that
+// rejects connections cuts a majority off the leader only if it is
+// refused by a majority, and then an election is what is needed.
 
 // goneLeader is a leader whose process the transport found gone, and why.
 type goneLeader struct {
