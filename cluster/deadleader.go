@@ -68,17 +68,27 @@ func (n *raftNode) forgetGoneLeader(g goneLeader) <-chan time.Time {
 		return nil
 	}
 	n.logf("leader %x is gone (%s): forgetting it to elect another at once", id, g.why)
-	voters := st.Config.Voters.IDs()
-	if _, ok := voters[n.id]; !ok {
+	turn, ok := campaignTurn(st.Config.Voters.IDs(), n.id, id)
+	if !ok {
 		return nil
+	}
+	return time.After(time.Duration(turn) * n.cfg.TickInterval)
+}
+
+// campaignTurn is in how many ticks member self campaigns once leader gone
+// is forgotten: 1 + 2r for the voter of rank r by ID among the voters
+// other than gone; ok is false for a member that is not a voter.
+func campaignTurn(voters map[uint64]struct{}, self, gone uint64) (ticks int, ok bool) {
+	if _, ok := voters[self]; !ok {
+		return 0, false
 	}
 	rank := 0
 	for v := range voters {
-		if v != id && v < n.id {
+		if v != gone && v < self {
 			rank++
 		}
 	}
-	return time.After(time.Duration(1+2*rank) * n.cfg.TickInterval)
+	return 1 + 2*rank, true
 }
 
 // campaignIfLeaderless starts an election if no leader has appeared since
