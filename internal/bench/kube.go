@@ -177,10 +177,19 @@ func (l KubeLoad) Run(ctx context.Context) (*KubeResult, error) {
 	watchCtx, stopWatch := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer stopWatch()
 	openWatch := func(rev int64) clientv3.WatchChan {
-		return admin.Watch(watchCtx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev))
+		return admin.Watch(watchCtx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev), clientv3.WithCreatedNotify())
 	}
 	watchDone := make(chan error, 1)
 	go func() { watchDone <- k.watch(watchCtx, openWatch, first.Header.Revision+1) }()
+	// The writes start once the server has the watch: a server without
+	// history (the transport floor) cannot start it at a revision the
+	// writes have passed.
+	select {
+	case <-k.watching:
+	case err := <-watchDone:
+		watchDone <- err
+	case <-ctx.Done():
+	}
 
 	var bg sync.WaitGroup
 	bgCtx, stopBG := context.WithCancel(ctx)
@@ -360,7 +369,7 @@ func closeAll(conns []*clientv3.Client) {
 // newRun is the state of a run of l starting now; admin grants the event
 // leases.
 func (l KubeLoad) newRun(admin *clientv3.Client) *kubeRun {
-	k := &kubeRun{KubeLoad: l, pods: workload.NewPods(l.Seed), start: time.Now()}
+	k := &kubeRun{KubeLoad: l, pods: workload.NewPods(l.Seed), start: time.Now(), watching: make(chan struct{})}
 	k.modRev = make([]atomic.Int64, l.Pods)
 	k.gen = make([]atomic.Int32, l.Pods)
 	k.stored = make([]atomic.Int32, l.Pods)
@@ -404,6 +413,9 @@ type kubeRun struct {
 	KubeLoad
 	pods  *workload.Pods
 	start time.Time
+	// watching is closed once the server has created the pods' watch.
+	watching     chan struct{}
+	watchingOnce sync.Once
 
 	modRev    []atomic.Int64 // each pod's last mod_revision
 	gen       []atomic.Int32 // each pod's last generation tried
@@ -715,6 +727,9 @@ func (k *kubeRun) watchFrom(wch clientv3.WatchChan, lastp *int64) error {
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
 			return fmt.Errorf("%w: watch: %w (%w)", ErrKubeLoad, err, errWatchBroken)
+		}
+		if resp.Created {
+			k.watchingOnce.Do(func() { close(k.watching) })
 		}
 		for _, ev := range resp.Events {
 			if ev.Kv.ModRevision <= last {
