@@ -42,7 +42,7 @@ type goneLeader struct {
 // a dial was refused, or its stream is served by a new process. Only the
 // current leader matters.
 func (n *raftNode) leaderGone(id uint64, why string) {
-	if id == 0 || id != n.lead.Load() {
+	if id != n.lead.Load() {
 		return
 	}
 	select {
@@ -57,9 +57,6 @@ func (n *raftNode) leaderGone(id uint64, why string) {
 // the Ready loop.
 func (n *raftNode) forgetGoneLeader(g goneLeader) <-chan time.Time {
 	id := g.id
-	if id != n.lead.Load() || id == n.id {
-		return nil
-	}
 	st := n.raft.Status()
 	if st.RaftState != raft.StateFollower || st.Lead != id {
 		return nil

@@ -181,8 +181,7 @@ func getState(ctx context.Context, client *http.Client, u string, applied, clust
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set(headerClusterID, strconv.FormatUint(clusterID, 16))
-	req.Header.Set(headerFrom, strconv.FormatUint(from, 16))
+	setPeerHeaders(req, clusterID, from)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err

@@ -597,8 +597,14 @@ func (t *transport) stepProposals(p *peer) {
 }
 
 func (t *transport) setHeaders(req *http.Request) {
-	req.Header.Set(headerClusterID, strconv.FormatUint(t.n.clusterID, 16))
-	req.Header.Set(headerFrom, strconv.FormatUint(t.n.id, 16))
+	setPeerHeaders(req, t.n.clusterID, t.n.id)
+}
+
+// setPeerHeaders names the sender of a peer request: member from of
+// cluster clusterID.
+func setPeerHeaders(req *http.Request, clusterID, from uint64) {
+	req.Header.Set(headerClusterID, strconv.FormatUint(clusterID, 16))
+	req.Header.Set(headerFrom, strconv.FormatUint(from, 16))
 }
 
 // checkResponse turns a peer's refusal into an error; 410 (this member

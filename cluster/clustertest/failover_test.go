@@ -223,7 +223,7 @@ func TestKillLeaderWhileWriting(t *testing.T) {
 // SIGKILLed while writes go on is replaced well within it, whether it
 // stays down (its peer port refuses the followers' dials) or is started
 // again at once (its stream is served by a new process). Either way the
-// followers forget it and the first of them campaigns
+// followers forget it and campaign in turn by ID
 // (cluster/deadleader.go); waiting out the timeout, no follower could
 // campaign within 5 s of the leader's last heartbeat.
 func TestGoneLeaderReplacedAtOnce(t *testing.T) {
