@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stratadb/strata/cluster/raftwal"
@@ -37,12 +38,18 @@ const (
 	// catchUpBytes bounds the entries kept behind a snapshot for followers
 	// a little behind (with CatchUpEntries); one further behind gets the
 	// state machine's snapshot.
-	catchUpBytes = 32 << 20
+	catchUpBytes = 16 << 20
 	// segmentBytes is the raft log's segment size: the granularity of
 	// truncation (a member's log holds up to one segment more than it
 	// needs).
-	segmentBytes = 8 << 20
+	segmentBytes = 4 << 20
+	// idleSnapshotBytes: a member whose apply has had nothing to do for
+	// idleSnapshotAfter takes a snapshot once this much came since the
+	// last, so a log does not keep up to snapshotBytes when writes stop.
+	idleSnapshotBytes = 1 << 20
 )
+
+const idleSnapshotAfter = time.Second
 
 // openLogStore opens (creating if needed) the member's raft log under
 // raftDir, on fs (nil: the OS file system). A raft log kept by an earlier

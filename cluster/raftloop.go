@@ -294,6 +294,10 @@ func hasConfChange(ents []*pb.Entry) bool {
 // applyLoop applies jobs in order.
 func (n *raftNode) applyLoop() {
 	defer n.wg.Done()
+	// idle fires once the apply has waited idleSnapshotAfter for a job;
+	// it is set again by the next job.
+	idle := time.NewTimer(idleSnapshotAfter)
+	defer idle.Stop()
 	for {
 		var job *applyJob
 		select {
@@ -301,9 +305,16 @@ func (n *raftNode) applyLoop() {
 		case m := <-n.snapMsgc:
 			n.mergeSnapshot(m)
 			continue
+		case <-idle.C:
+			if err := n.snapshotIfIdle(); err != nil {
+				n.fail(err)
+				return
+			}
+			continue
 		case <-n.stopc:
 			return
 		}
+		idle.Reset(idleSnapshotAfter)
 		var err error
 		switch {
 		case job.restore != nil:
@@ -637,6 +648,26 @@ func (n *raftNode) maybeSnapshot() error {
 	if applied-n.snapIndex < n.cfg.SnapshotEntries && (applied == n.snapIndex || n.log.wal.BytesAfter(n.snapIndex) < snapshotBytes) {
 		return nil
 	}
+	return n.snapshot(applied)
+}
+
+// snapshotIfIdle takes a snapshot at the applied index of a member whose
+// writes paused, once idleSnapshotBytes of entries came since the last
+// one: the log then drops them (keeping those for followers a little
+// behind), and a restart has nothing to apply again. A trickle of writes
+// still waits for snapshotBytes, so that each flush of the store is worth
+// its tables.
+func (n *raftNode) snapshotIfIdle() error {
+	applied := n.applied.Load()
+	if applied == n.snapIndex || n.log.wal.BytesAfter(n.snapIndex) < idleSnapshotBytes {
+		return nil
+	}
+	return n.snapshot(applied)
+}
+
+// snapshot takes a snapshot at applied, which the state machine has
+// applied, and truncates the log behind it.
+func (n *raftNode) snapshot(applied uint64) error {
 	// Entries are dropped from the log below: what the state machine
 	// applied must be durable first.
 	if err := n.sm.Sync(); err != nil {

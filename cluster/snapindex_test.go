@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +196,51 @@ func TestSnapshotStateApplied(t *testing.T) {
 	}
 	if _, _, err := snapshotStateApplied([]byte("{")); err == nil {
 		t.Error("malformed snapshot data: no error")
+	}
+}
+
+// TestIdleSnapshot: a member whose writes stop takes a snapshot at its
+// applied index after idleSnapshotAfter, though neither SnapshotEntries
+// nor snapshotBytes was reached, once idleSnapshotBytes of entries came
+// since the last one; fewer bytes wait for more writes.
+func TestIdleSnapshot(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *RaftConfig) {
+		cfg.SnapshotEntries = 1 << 20
+		cfg.CatchUpEntries = 1
+	})
+	c.leader()
+	rng := rand.New(rand.NewPCG(1, 1))
+	value := func(n int) string { // hex: stored at half its size, compressed
+		b := make([]byte, n/2)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return hex.EncodeToString(b)
+	}
+	snapIndexAfterIdle := func(bytes int) (snapIndex, applied uint64) {
+		t.Helper()
+		for i := 0; i < bytes; i += 64 << 10 {
+			if _, err := c.put(0, fmt.Sprintf("k%d", i), value(64<<10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		applied = c.nodes[0].Status().AppliedIndex
+		time.Sleep(idleSnapshotAfter + time.Second)
+		c.stop(0)
+		_, snapIndex, _, err := ReadLog(c.config(0, false).Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.restart(0)
+		return snapIndex, applied
+	}
+	if snapIndex, applied := snapIndexAfterIdle(idleSnapshotBytes * 2); snapIndex < applied {
+		t.Fatalf("after %d bytes of entries and %v idle: snapshot at %d, applied %d: want a snapshot at the applied index", idleSnapshotBytes*2, idleSnapshotAfter+time.Second, snapIndex, applied)
+	}
+	// A restart's own entries (its term's empty one) are few: under
+	// idleSnapshotBytes, they wait.
+	c.leader()
+	if snapIndex, applied := snapIndexAfterIdle(idleSnapshotBytes / 4); snapIndex >= applied {
+		t.Fatalf("after %d bytes of entries: snapshot at %d, applied %d: want no snapshot for so few", idleSnapshotBytes/4, snapIndex, applied)
 	}
 }

@@ -94,7 +94,7 @@ const (
 	blobRewriteMinimumAge = time.Minute
 	// blobGarbageRatio is the share of unreferenced values at which
 	// enable_blob_garbage_collection rewrites a blob file.
-	blobGarbageRatio = 0.2
+	blobGarbageRatio = 0.1
 )
 
 // valueSeparation is RocksDB's integrated BlobDB (enable_blob_files,
