@@ -209,10 +209,10 @@ type Config struct {
 	// default) separates every value. 0..1073741824. The default value is 0.
 	MinBlobSize int64 `toml:"min_blob_size" yaml:"min_blob_size" json:"min_blob_size"`
 
-	// EnableBlobGarbageCollection rewrites blob files once a fifth of their
+	// EnableBlobGarbageCollection rewrites blob files once a tenth of their
 	// values are no longer referenced and they are at least a minute
 	// old, so that deleted and overwritten values give their space back
-	// (Pebble's blob rewrite compactions, TargetGarbageRatio 0.2). With
+	// (Pebble's blob rewrite compactions, TargetGarbageRatio 0.1). With
 	// false a blob file is deleted only when no key references any of its
 	// values. The default value is false.
 	EnableBlobGarbageCollection bool `toml:"enable_blob_garbage_collection" yaml:"enable_blob_garbage_collection" json:"enable_blob_garbage_collection"`

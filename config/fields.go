@@ -259,7 +259,7 @@ var unmappedReasons = map[string]string{
 	"blob_file_size":                          "Pebble sizes a blob file by the flush or compaction that writes it",
 	"blob_compression_type":                   "a blob file takes the codec of the level it is written for",
 	"blob_garbage_collection_age_cutoff":      "Pebble rewrites a blob file by its garbage ratio and age (enable_blob_garbage_collection), not by its place among the oldest",
-	"blob_garbage_collection_force_threshold": "enable_blob_garbage_collection rewrites at a fifth of garbage",
+	"blob_garbage_collection_force_threshold": "enable_blob_garbage_collection rewrites at a tenth of garbage",
 	"blob_compaction_readahead_size":          "no Strata setting: Pebble reads blob files through its block cache",
 	"blob_file_starting_level":                "Pebble separates values from the first flush on",
 	"prepopulate_blob_cache":                  "blob values share Pebble's block cache",
