@@ -27,10 +27,14 @@ import (
 const grpcOverheadBytes = 512 * 1024
 
 // streamWorkers is the number of goroutines that serve gRPC requests
-// (see serve): as many as the clients of the middle row of etcd's QPS
+// (see serve): as many as the clients of the largest row of etcd's QPS
 // benchmark; requests beyond them in flight get goroutines of their own
-// as before, and an idle worker costs a few KiB of stack.
-const streamWorkers = 64
+// as before, and an idle worker costs a few KiB of stack. 64 were too
+// few on a cluster: a linearizable read holds its worker through the
+// ReadIndex round, so at 256 clients most requests grew a new stack
+// (copystack was 16% of three members' CPU); at 256 the 256-client rows
+// took 0.80-0.93x the CPU per request (docs/benchmarks-server.md).
+const streamWorkers = 256
 
 // serve builds the gRPC and HTTP servers and starts serving both on the
 // one listener, as etcd does: without TLS, cmux sends HTTP/2 connections
