@@ -25,7 +25,7 @@ func (n *raftNode) ReadBarrier(ctx context.Context) error {
 	if err := n.stoppedErr(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	ctx, cancel := n.bound(ctx)
 	defer cancel()
 	n.readMu.Lock()
 	nr := n.readNext
