@@ -32,6 +32,9 @@ type kvSM struct {
 	restores int
 	// sizes are the sizes of the batches committed.
 	sizes []int
+	// syncErr, if set, is what Sync returns (a full disk refusing a
+	// flush).
+	syncErr error
 }
 
 // kvBatch applies each command as it is staged and records its size.
@@ -54,7 +57,11 @@ func (b *kvBatch) Commit() error {
 	return nil
 }
 
-func (s *kvSM) Sync() error { return nil }
+func (s *kvSM) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.syncErr
+}
 
 // largest returns the size of the largest batch, and the number of
 // batches.

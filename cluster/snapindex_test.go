@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -199,6 +200,16 @@ func TestSnapshotStateApplied(t *testing.T) {
 	}
 }
 
+// randomHex returns n hex digits of random bytes: a command S2 stores at
+// about half its size, so that n bytes of them count in the raft log.
+func randomHex(rng *rand.Rand, n int) string {
+	b := make([]byte, n/2)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return hex.EncodeToString(b)
+}
+
 // TestIdleSnapshot: a member whose writes stop takes a snapshot at its
 // applied index after idleSnapshotAfter, though neither SnapshotEntries
 // nor snapshotBytes was reached, once idleSnapshotBytes of entries came
@@ -210,13 +221,7 @@ func TestIdleSnapshot(t *testing.T) {
 	})
 	c.leader()
 	rng := rand.New(rand.NewPCG(1, 1))
-	value := func(n int) string { // hex: stored at half its size, compressed
-		b := make([]byte, n/2)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return hex.EncodeToString(b)
-	}
+	value := func(n int) string { return randomHex(rng, n) }
 	snapIndexAfterIdle := func(bytes int) (snapIndex, applied uint64) {
 		t.Helper()
 		for i := 0; i < bytes; i += 64 << 10 {
@@ -242,5 +247,47 @@ func TestIdleSnapshot(t *testing.T) {
 	c.leader()
 	if snapIndex, applied := snapIndexAfterIdle(idleSnapshotBytes / 4); snapIndex >= applied {
 		t.Fatalf("after %d bytes of entries: snapshot at %d, applied %d: want no snapshot for so few", idleSnapshotBytes/4, snapIndex, applied)
+	}
+}
+
+// TestIdleSnapshotFailureKeepsMember: a snapshot after a pause whose
+// state machine sync fails (a full disk refusing the store's flush) leaves
+// the member up and serving; once the sync succeeds, the pause after the
+// next write takes it.
+func TestIdleSnapshotFailureKeepsMember(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *RaftConfig) {
+		cfg.SnapshotEntries = 1 << 20
+		cfg.CatchUpEntries = 1
+	})
+	c.leader()
+	sm := c.sms[0]
+	sm.mu.Lock()
+	sm.syncErr = errors.New("no space left on device")
+	sm.mu.Unlock()
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range 4 * idleSnapshotBytes / (64 << 10) {
+		if _, err := c.put(0, fmt.Sprintf("k%d", i), randomHex(rng, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(idleSnapshotAfter + time.Second)
+	if _, err := c.put(0, "after", "failed-sync"); err != nil {
+		t.Fatalf("a put after the failed snapshot: %v: the member must stay up", err)
+	}
+	sm.mu.Lock()
+	sm.syncErr = nil
+	sm.mu.Unlock()
+	if _, err := c.put(0, "after", "synced"); err != nil { // the next pause starts
+		t.Fatal(err)
+	}
+	applied := c.nodes[0].Status().AppliedIndex
+	time.Sleep(idleSnapshotAfter + time.Second)
+	c.stop(0)
+	_, snapIndex, _, err := ReadLog(c.config(0, false).Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snapIndex < applied {
+		t.Fatalf("snapshot at %d after the sync came back and a pause, applied %d", snapIndex, applied)
 	}
 }
