@@ -221,11 +221,10 @@ func TestIdleSnapshot(t *testing.T) {
 	})
 	c.leader()
 	rng := rand.New(rand.NewPCG(1, 1))
-	value := func(n int) string { return randomHex(rng, n) }
 	snapIndexAfterIdle := func(bytes int) (snapIndex, applied uint64) {
 		t.Helper()
 		for i := 0; i < bytes; i += 64 << 10 {
-			if _, err := c.put(0, fmt.Sprintf("k%d", i), value(64<<10)); err != nil {
+			if _, err := c.put(0, fmt.Sprintf("k%d", i), randomHex(rng, 64<<10)); err != nil {
 				t.Fatal(err)
 			}
 		}
