@@ -108,6 +108,7 @@ type Node interface {
 	Propose(ctx context.Context, cmd []byte) (result any, err error)
 	// ReadBarrier returns once this member has applied every write
 	// committed before the call: a read served after it is linearizable.
+	// It waits at most the member's request timeout, or until ctx ends.
 	ReadBarrier(ctx context.Context) error
 	// Status reports this member's view of the cluster.
 	Status() Status

@@ -234,14 +234,17 @@ func (n *raftNode) bound(ctx context.Context) (context.Context, context.CancelFu
 
 // ctxErr is the error for a request whose context ended: the caller's own
 // cancellation as is, a deadline as ErrTimeout (the outcome is unknown).
-func (n *raftNode) ctxErr(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return ctx.Err()
+func (n *raftNode) ctxErr(ctx context.Context) error { return n.endedErr(ctx.Err()) }
+
+// endedErr is ctxErr for a wait that ended with err, a context's error.
+func (n *raftNode) endedErr(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
 	}
 	if n.lead.Load() == 0 {
-		return fmt.Errorf("%w (and no leader is known): %w", ErrTimeout, ctx.Err())
+		return fmt.Errorf("%w (and no leader is known): %w", ErrTimeout, err)
 	}
-	return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+	return fmt.Errorf("%w: %w", ErrTimeout, err)
 }
 
 // stoppedErr is nil while the node runs, else ErrStopped (with the

@@ -78,9 +78,11 @@ type raftNode struct {
 	wait  *waitRegistry
 	reqID atomic.Uint64
 
-	readMu     sync.Mutex
-	readNext   *readNotifier
-	readWake   chan struct{}
+	readMu   sync.Mutex
+	readNext *readNotifier
+	readWake chan struct{}
+	// expiries bound the ReadBarrier waits (see expiries).
+	expiries   *expiries
 	readStatec chan raft.ReadState
 
 	recvMu sync.Mutex
@@ -144,6 +146,7 @@ func StartRaft(cfg RaftConfig, sm StateMachine) (_ Node, err error) {
 		wait:        newWaitRegistry(),
 		readNext:    newReadNotifier(),
 		readWake:    make(chan struct{}, 1),
+		expiries:    newExpiries(expiryGranule),
 		readStatec:  make(chan raft.ReadState, 64),
 		recv:        map[uint64]receivedSnap{},
 		stopc:       make(chan struct{}),

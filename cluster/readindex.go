@@ -25,8 +25,14 @@ func (n *raftNode) ReadBarrier(ctx context.Context) error {
 	if err := n.stoppedErr(); err != nil {
 		return err
 	}
-	ctx, cancel := n.bound(ctx)
-	defer cancel()
+	// The wait ends with the caller's context (its cancellation, or its
+	// deadline when that comes within the request timeout) or after the
+	// request timeout, on a timer shared with the reads of the same
+	// instant rather than one of its own.
+	var expired <-chan struct{}
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > n.cfg.RequestTimeout {
+		expired = n.expiries.after(n.cfg.RequestTimeout)
+	}
 	n.readMu.Lock()
 	nr := n.readNext
 	n.readMu.Unlock()
@@ -39,6 +45,8 @@ func (n *raftNode) ReadBarrier(ctx context.Context) error {
 		return nr.err
 	case <-ctx.Done():
 		return n.ctxErr(ctx)
+	case <-expired:
+		return n.endedErr(context.DeadlineExceeded)
 	case <-n.stopc:
 		return n.stoppedErr()
 	}

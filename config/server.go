@@ -91,8 +91,10 @@ type ServerConfig struct {
 	// it the mvcc key index). 0 is automatic: a limit that follows the live
 	// heap, the runtime's memory outside the heap plus the live heap plus a
 	// quarter plus AutoGoMemoryLimitSlackMB, so the collector never fights
-	// a key index that outgrew a fixed number (see docs/server.md).
-	// -1 leaves the runtime's limit alone (GOMEMLIMIT, if set). Pebble's
+	// a key index that outgrew a fixed number (see docs/server.md); it
+	// also raises GOGC (unless the environment sets it) so that a live heap
+	// under 32 MB may still grow by 32 MB between collections.
+	// -1 leaves the runtime's limit and GOGC alone (GOMEMLIMIT, if set). Pebble's
 	// memtables and block cache are outside the Go heap (memory_budget_mb
 	// bounds them). -1..1048576. The default value is 0.
 	GoMemoryLimitMB int64 `toml:"go_memory_limit_mb" yaml:"go_memory_limit_mb" json:"go_memory_limit_mb"`

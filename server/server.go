@@ -335,10 +335,11 @@ var requestTimeout = 7 * time.Second
 func (s *Server) readBarrier(ctx context.Context) error { return awaitReadable(ctx, s.node) }
 
 // awaitReadable waits, at most the request timeout, until node has
-// applied every write committed before the call.
+// applied every write committed before the call. The node bounds the wait
+// itself (cluster.Node's ReadBarrier): a raft member on a timer it shares
+// among the reads of the same instant, which a context of the server's
+// own here would replace with one per read.
 func awaitReadable(ctx context.Context, node cluster.Node) error {
-	ctx, cancel := withRequestTimeout(ctx)
-	defer cancel()
 	return node.ReadBarrier(ctx)
 }
 

@@ -116,6 +116,48 @@ func TestServeAppliesGoMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestServeGCPercent: the automatic limit gives a small heap room to grow
+// by minGCHeadroomBytes between collections, and leaves GOGC alone when
+// the limit is not automatic or the user set GOGC.
+func TestServeGCPercent(t *testing.T) {
+	readGCPercent := func() int { p := debug.SetGCPercent(100); debug.SetGCPercent(p); return p }
+	defer debug.SetGCPercent(readGCPercent())
+	for _, c := range []struct {
+		name, lines, gogc string
+		raised            bool
+	}{
+		{"automatic", "", "", true},
+		{"go_memory_limit_mb = 48", "go_memory_limit_mb = 48", "", false},
+		{"go_memory_limit_mb = -1", "go_memory_limit_mb = -1", "", false},
+		{"GOGC set", "", "100", false},
+	} {
+		if c.gogc != "" {
+			t.Setenv("GOGC", c.gogc)
+		}
+		debug.SetGCPercent(100)
+		var p int
+		serveWhile(t, c.lines, func() { p = readGCPercent() })
+		if raised := p > 100; raised != c.raised {
+			t.Errorf("%s: GOGC %d while serving, want raised above 100: %t", c.name, p, c.raised)
+		}
+	}
+}
+
+// TestGCPercentFor: the percentage lets the live heap grow by
+// minGCHeadroomBytes, and never below GOGC's default of 100.
+func TestGCPercentFor(t *testing.T) {
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{
+		{0, 3200}, {1 << 20, 3200}, {5 << 20, 640}, {32 << 20, 100}, {64 << 20, 100}, {1 << 40, 100},
+	} {
+		if got := gcPercentFor(c.live); got != c.want {
+			t.Errorf("gcPercentFor(%d MB) = %d, want %d", c.live>>20, got, c.want)
+		}
+	}
+}
+
 // TestAutoGoMemoryLimitFollowsLiveHeap checks that the automatic limit
 // grows with the live heap (a key index bigger than the slack gets its
 // quarter of headroom, not a limit the collector would fight).
