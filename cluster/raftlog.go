@@ -43,6 +43,10 @@ const (
 	// truncation (a member's log holds up to one segment more than it
 	// needs).
 	segmentBytes = 4 << 20
+	// cacheBytes bounds the newest entries the log keeps in memory for the
+	// apply and the followers' appends, which read them within
+	// milliseconds of their write.
+	cacheBytes = 2 << 20
 	// idleSnapshotBytes: a member whose apply has had nothing to do for
 	// idleSnapshotAfter takes a snapshot once this much came since the
 	// last, so a log does not keep up to snapshotBytes when writes stop.
@@ -66,7 +70,7 @@ func openLogStore(raftDir string, fs vfs.FS) (*logStore, error) {
 	if err := migrateLegacyLog(fs, raftDir, dir); err != nil {
 		return nil, err
 	}
-	w, err := raftwal.Open(fs, dir, raftwal.Options{SegmentBytes: segmentBytes})
+	w, err := raftwal.Open(fs, dir, raftwal.Options{SegmentBytes: segmentBytes, CacheBytes: cacheBytes})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
@@ -97,7 +101,7 @@ func migrateLegacyLog(fs vfs.FS, raftDir, dir string) error {
 	if !ok {
 		return removeAllSynced(fs, raftDir, old) // its bootstrap never finished
 	}
-	w, err := raftwal.Open(fs, tmp, raftwal.Options{SegmentBytes: segmentBytes})
+	w, err := raftwal.Open(fs, tmp, raftwal.Options{SegmentBytes: segmentBytes, CacheBytes: cacheBytes})
 	if err != nil {
 		return fmt.Errorf("cluster: moving the raft log: %w", err)
 	}
