@@ -8,7 +8,8 @@ import (
 )
 
 // withRequestTimeout returns ctx bounded by etcd's request timeout, for a
-// write or read barrier, and its cancel function.
+// write, a probe or a leader move (a client's read barrier is bounded by
+// the Node itself: awaitReadable), and its cancel function.
 //
 // The bound is lazy: context.WithTimeout starts a timer and registers with
 // its parent on every request, which was 5% of the CPU of a v3 read,
