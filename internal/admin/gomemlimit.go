@@ -69,11 +69,12 @@ func applyGoMemoryLimit(ctx context.Context, s config.ServerConfig) int64 {
 // collects every 5 MB allocated, which under linearizable reads (about
 // 6 KB allocated per read) was 28 collections a second and a sixth of the
 // member's CPU. With 32 MB it collects a seventh as often; 16 MB left
-// 10% more CPU per read than 32 (docs/data/gc-headroom.md). A live heap of
-// 32 MB or more keeps GOGC=100: the members of `strata bench kube --members
-// 3` hold 35 MB after 80,000 pods, and their RSS there is unchanged (20
-// MB live at 20,000 pods, where they hold 18 MB more each while busy), and
-// the idle return gives the headroom back once the requests stop.
+// 10-26% more CPU per read than 32 (docs/data/gc-headroom.md). A live heap
+// of 32 MB or more keeps GOGC=100. The members of `strata bench kube
+// --members 3` hold 29 MB after 80,000 pods, a heap goal of 61 MB against
+// GOGC=100's 58; at 20,000 pods 20 MB, 52 MB against 40, 18 MB more RSS
+// each while busy. The idle return gives the headroom back once the
+// requests stop.
 const minGCHeadroomBytes = 32 << 20
 
 // gcPercentSetter sets GOGC so that the heap may grow by at least
