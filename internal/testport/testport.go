@@ -9,14 +9,19 @@
 // server (":0") or one found free there can be taken by any outgoing
 // connection before the server binds it, and servers under test on this
 // project's machines must stay out of that range anyway. Ports here come
-// from 20000-32767 at random; another process may still take one between
-// the check and the bind, and the server then fails to start and says so.
+// from 20000-32767 at random, and one process is never handed the same
+// port twice: a port found free and closed again is free for the next
+// draw too, so two members of one test cluster could otherwise get the
+// same address (a 3-member cluster draws 6, and some tests many more).
+// Another process may still take one between the check and the bind, and
+// the server then fails to start and says so.
 package testport
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"testing"
 )
 
@@ -26,10 +31,37 @@ const (
 	High = 32767
 )
 
-// Listen returns a listener on 127.0.0.1 at a port in [Low, High].
+// handedOut is every port this process drew, bound or not.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// draw returns a port in [Low, High] not drawn before in this process, or
+// false when the range ran out.
+func draw() (int, bool) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if len(handedOut.ports) > High-Low {
+		return 0, false
+	}
+	for {
+		port := Low + rand.IntN(High-Low+1)
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, true
+		}
+	}
+}
+
+// Listen returns a listener on 127.0.0.1 at a port in [Low, High] that
+// no earlier call in this process returned.
 func Listen() (net.Listener, error) {
 	for range 1000 {
-		port := Low + rand.IntN(High-Low+1)
+		port, ok := draw()
+		if !ok {
+			break
+		}
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			return l, nil
 		}

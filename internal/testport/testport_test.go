@@ -17,3 +17,16 @@ func TestAddrBelowEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrNeverTwice: one process never gets the same port twice, even
+// though each was closed again at once (free for the next draw).
+func TestAddrNeverTwice(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3000 {
+		a := Addr(t)
+		if seen[a] {
+			t.Fatalf("%s handed out twice in %d draws", a, len(seen)+1)
+		}
+		seen[a] = true
+	}
+}
