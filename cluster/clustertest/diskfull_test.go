@@ -174,8 +174,9 @@ func isNoSpace(err error) bool {
 type fillResult struct {
 	acked []string
 	// errs is each writer's last error (nil: it hit the count or time
-	// bound).
-	errs []error
+	// bound), failed the key of the put that got it.
+	errs   []error
+	failed []string
 	// shortAt is when a watched file system went under the floor for the
 	// dip that lasted until the first error (zero if never); firstErrAt
 	// when the first put failed.
@@ -188,7 +189,7 @@ type fillResult struct {
 // free space every 10 ms to see when it falls below floor.
 func fillDisk(t *testing.T, cli *clientv3.Client, prefix string, dirs []string, floor uint64) *fillResult {
 	t.Helper()
-	r := &fillResult{errs: make([]error, diskFullWriters)}
+	r := &fillResult{errs: make([]error, diskFullWriters), failed: make([]string, diskFullWriters)}
 	var mu sync.Mutex
 	start := time.Now()
 	deadline := start.Add(25 * time.Second)
@@ -233,7 +234,7 @@ func fillDisk(t *testing.T, cli *clientv3.Client, prefix string, dirs []string, 
 				cancel()
 				mu.Lock()
 				if err != nil {
-					r.errs[w] = err
+					r.errs[w], r.failed[w] = err, k
 					if r.firstErrAt.IsZero() {
 						r.firstErrAt = time.Now()
 					}
@@ -753,13 +754,7 @@ func racedPuts(t *testing.T, m *member, r *fillResult) []string {
 		switch {
 		case isNoSpace(err):
 		case errors.Is(err, context.DeadlineExceeded) && m.logHas("refused for lack of space: it is tried again until space returns"):
-			n := 0
-			for _, k := range r.acked {
-				if strings.HasPrefix(k, fmt.Sprintf("fill/%d/", w)) {
-					n++
-				}
-			}
-			raced = append(raced, fmt.Sprintf("fill/%d/%06d", w, n))
+			raced = append(raced, r.failed[w])
 		default:
 			t.Fatalf("writer %d ended with %v, want ResourceExhausted %q, not a hang or another error (%d puts acknowledged)", w, err, rpctypes.ErrNoSpace, len(r.acked))
 		}

@@ -204,9 +204,6 @@ func (m goMemory) surplus() uint64 {
 	return 0
 }
 
-// autoGoMemoryLimit reads samples and returns the automatic limit.
-func autoGoMemoryLimit(samples []metrics.Sample) int64 { return readGoMemory(samples).limit() }
-
 // limit is the automatic limit: the runtime's memory outside the heap
 // (stacks, GC metadata, ...) plus the live heap plus a quarter of it plus
 // config.AutoGoMemoryLimitSlackMB.

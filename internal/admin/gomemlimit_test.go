@@ -163,13 +163,13 @@ func TestGCPercentFor(t *testing.T) {
 // quarter of headroom, not a limit the collector would fight).
 func TestAutoGoMemoryLimitFollowsLiveHeap(t *testing.T) {
 	samples := goMemorySamples()
-	before := autoGoMemoryLimit(samples)
+	before := readGoMemory(samples).limit()
 	live := make([][]byte, 0, 128)
 	for range 128 {
 		live = append(live, make([]byte, 1<<20))
 	}
 	runtime.GC()
-	after := autoGoMemoryLimit(samples)
+	after := readGoMemory(samples).limit()
 	if want := int64(len(live)) << 20; after < want+want/4 || after <= before {
 		t.Errorf("with %d MB more live heap the limit is %d MB (before %d MB), want at least %d MB", len(live), after>>20, before>>20, (want+want/4)>>20)
 	}
