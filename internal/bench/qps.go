@@ -336,6 +336,12 @@ type QPSSample struct {
 	// LeaderChanged says the cluster had another leader after the run
 	// than before it: the run's figures include an election.
 	LeaderChanged bool `json:"leader_changed,omitempty"`
+	// SettleSeconds is the time from the load's end until the members
+	// were quiet; CPUSeconds includes their work in it (see settle).
+	SettleSeconds float64 `json:"settle_seconds"`
+	// Unsettled says the members were still busy settleLimit after the
+	// load.
+	Unsettled bool `json:"unsettled,omitempty"`
 }
 
 // CPUPer1000 is the server's CPU seconds per 1000 requests sent.
@@ -473,13 +479,18 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // hack/benchmark script makes it.
 func value(size int) string { return strings.Repeat("a", size) }
 
-// runNote is what a progress line adds for a cluster run: the member
-// loaded, and a leader change.
+// runNote is what a progress line adds: how long the members took to
+// go quiet after the load and, for a cluster, the member loaded and a
+// leader change.
 func runNote(smp QPSSample) string {
-	if smp.Member == "" {
-		return ""
+	note := fmt.Sprintf("  settled in %.1f s", smp.SettleSeconds)
+	if smp.Unsettled {
+		note = fmt.Sprintf("  STILL BUSY %.0f s after the load", smp.SettleSeconds)
 	}
-	note := "  on " + smp.Member
+	if smp.Member == "" {
+		return note
+	}
+	note += "  on " + smp.Member
 	if smp.LeaderChanged {
 		note += "  LEADER CHANGED during the run"
 	}
@@ -509,10 +520,13 @@ func (o *QPSOptions) runOne(ctx context.Context, c *Cluster, row QPSRow) (QPSSam
 			return smp, err
 		}
 	}
-	cpu0, err := c.MemberCPU()
+	// Start on quiet members: the warm-up, the key's write or the run
+	// before may have left work behind (see settle).
+	before, err := settle(ctx, c.MemberCPU, quietWindow, settleLimit)
 	if err != nil {
 		return smp, err
 	}
+	cpu0 := before.CPU
 	switch row.API {
 	case APIV2:
 		w := WrkRun{Wrk: o.Wrk, URL: s.URL + "/v2/keys/" + benchKey, Clients: row.Clients, Threads: min(row.Clients, o.Pin.LoadThreads()), Duration: o.Duration, Dir: o.Dir, Pin: o.Pin}
@@ -528,10 +542,13 @@ func (o *QPSOptions) runOne(ctx context.Context, c *Cluster, row QPSRow) (QPSSam
 	if err != nil {
 		return smp, err
 	}
-	cpu1, err := c.MemberCPU()
+	// Count what the run left behind until the members are quiet again.
+	after, err := settle(ctx, c.MemberCPU, quietWindow, settleLimit)
 	if err != nil {
 		return smp, err
 	}
+	cpu1 := after.CPU
+	smp.SettleSeconds, smp.Unsettled = after.Waited.Seconds(), !after.Quiet
 	for i := range cpu1 {
 		smp.CPUSeconds += cpu1[i] - cpu0[i]
 		if len(c.Members) > 1 {

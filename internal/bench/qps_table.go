@@ -144,7 +144,7 @@ func (res *QPSResult) Table() *report.Table {
 		fmt.Sprintf("Medians of %d pass(es); each pass starts every server afresh, and the server that goes first alternates by row and pass.", o.Passes),
 		fmt.Sprintf("v2: wrk on /v2/keys/%s (PUT form value= from a Lua script, GET), %s per run. v3: clientv3, closed loop, %d requests per run (%d with 1 client), %s reads (op read; read-serializable: serializable), %s connections shared by the clients.",
 			benchKey, o.Duration, o.Requests, o.SingleRequests, map[bool]string{true: "serializable", false: "linearizable"}[o.Serializable], connsText(o.Conns)),
-		fmt.Sprintf("Ratios are Strata / peer (QPS: higher is better; CPU: lower is better). CPU is %s per 1000 requests, from /proc; load tool CPU is wrk's or the v3 generator's (the mean of its medians on the two servers).", cpuWhose),
+		fmt.Sprintf("Ratios are Strata / peer (QPS: higher is better; CPU: lower is better). CPU is %s per 1000 requests, from /proc, from quiet members until they are quiet again after the load (at most %s later), so a run pays for the flushes and compactions it leaves behind; load tool CPU is wrk's or the v3 generator's (the mean of its medians on the two servers).", cpuWhose, settleLimit),
 	}
 	if o.Members > 1 {
 		t.Notes = append(t.Notes,
