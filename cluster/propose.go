@@ -85,8 +85,9 @@ func (n *raftNode) propose(ctx context.Context, kind byte, body []byte) (any, er
 		}
 	}
 	id := n.reqID.Add(1)
-	ch := n.wait.register(id)
-	if err := n.submit(ctx, n.encodeProposal(kind, id, body)); err != nil {
+	data := n.encodeProposal(kind, id, body)
+	ch := n.wait.registerCommand(id, data, body)
+	if err := n.submit(ctx, data); err != nil {
 		n.wait.cancel(id)
 		return nil, n.mapRaftErr(ctx, err)
 	}

@@ -35,6 +35,8 @@ type kvSM struct {
 	// syncErr, if set, is what Sync returns (a full disk refusing a
 	// flush).
 	syncErr error
+	// onStage, if set, sees every command staged, before it applies.
+	onStage func(cmd []byte)
 }
 
 // kvBatch applies each command as it is staged and records its size.
@@ -47,6 +49,9 @@ func (s *kvSM) NewBatch() Batch { return &kvBatch{s: s} }
 
 func (b *kvBatch) Stage(index uint64, cmd []byte) (any, error) {
 	b.n++
+	if b.s.onStage != nil {
+		b.s.onStage(cmd)
+	}
 	return b.s.Apply(index, cmd)
 }
 
@@ -850,6 +855,72 @@ func TestLargeCommandsCompressed(t *testing.T) {
 	c.converge()
 	if got := c.sms[lead].get("big"); got != big {
 		t.Fatalf("after a restart, the member holds %d bytes for the big value, want %d", len(got), len(big))
+	}
+}
+
+// TestProposerAppliesItsOwnCommand: the member that proposed a command
+// hands its state machine the very slice its caller proposed, neither
+// decompressed nor copied (the server then finds the request it already
+// decoded); the other members apply what the entry decodes to.
+func TestProposerAppliesItsOwnCommand(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	lead := c.leader()
+	var mu sync.Mutex
+	staged := map[int][]byte{}
+	for i, sm := range c.sms {
+		sm.onStage = func(cmd []byte) {
+			if strings.HasPrefix(string(cmd), "put own-") {
+				mu.Lock()
+				staged[i] = cmd
+				mu.Unlock()
+			}
+		}
+	}
+	for n, value := range []string{strings.Repeat("x", 4096), "small"} { // compressed, plain
+		for _, proposer := range []int{lead, (lead + 1) % 3} {
+			cmd := []byte(fmt.Sprintf("put own-%d-%d %s", n, proposer, value))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := c.nodes[proposer].Propose(ctx, cmd)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.converge()
+			mu.Lock()
+			for i := range c.nodes {
+				got := staged[i]
+				if string(got) != string(cmd) {
+					t.Fatalf("member %d staged %.20q, want %.20q", i, got, cmd)
+				}
+				if same := &got[0] == &cmd[0]; same != (i == proposer) {
+					t.Errorf("%d-byte command proposed by member %d: member %d staged the proposer's own slice: %v", len(cmd), proposer, i, same)
+				}
+			}
+			mu.Unlock()
+		}
+	}
+}
+
+// TestWaitCommandMatchesData: a waiting proposal's command is handed to
+// the apply only for the very entry data proposed under its ID, so that
+// an entry from an earlier life of the member under the same ID is never
+// applied as another command.
+func TestWaitCommandMatchesData(t *testing.T) {
+	w := newWaitRegistry()
+	cmd := []byte("put k v")
+	w.registerCommand(7, []byte("entry"), cmd)
+	if got := w.command(7, []byte("entry")); &got[0] != &cmd[0] {
+		t.Fatalf("command(7, the data proposed) = %q, want the proposer's slice", got)
+	}
+	if got := w.command(7, []byte("other")); got != nil {
+		t.Fatalf("command(7, other data) = %q, want nil", got)
+	}
+	if got := w.command(8, []byte("entry")); got != nil {
+		t.Fatalf("command(an ID nobody waits on) = %q, want nil", got)
+	}
+	w.trigger(7, applyResult{})
+	if got := w.command(7, []byte("entry")); got != nil {
+		t.Fatalf("command after trigger = %q, want nil", got)
 	}
 }
 

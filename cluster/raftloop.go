@@ -432,6 +432,11 @@ func (n *raftNode) applyCommands(ents []*pb.Entry) error {
 	first, last := ents[0].GetIndex(), ents[len(ents)-1].GetIndex()
 	bodies := make([][]byte, len(ents))
 	for i, e := range ents {
+		if proposer, reqID, _ := proposal(e.GetData()); proposer == n.id {
+			if bodies[i] = n.wait.command(reqID, e.GetData()); bodies[i] != nil {
+				continue
+			}
+		}
 		var err error
 		if bodies[i], err = command(e.GetData()); err != nil {
 			return fmt.Errorf("cluster: entry %d: %w", e.GetIndex(), err)
