@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -151,6 +152,9 @@ func (n *raftNode) proposeLoop() {
 			return
 		}
 		batch := []*pendingProposal{first}
+		// As the append goroutine does: the callers ready to run
+		// propose first and join this batch.
+		runtime.Gosched()
 	gather:
 		for len(batch) < maxProposalBatch {
 			select {
