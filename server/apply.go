@@ -42,12 +42,13 @@ type applier struct {
 // proposedRequests are the requests of the proposals in flight on this
 // member, by the first byte of their encoded command. Stage takes a
 // request from here instead of decoding its command again when it gets
-// the very bytes the proposer encoded, as on a single member (Local hands
-// the proposer's slice to Stage): the request is then what decoding
-// would give. A raft member's log entries carry copies (the Node adds
-// the request ID), which never match, and are decoded. The request is
-// not changed while its proposer waits, and leaves the table before the
-// proposer returns.
+// the very bytes the proposer encoded: on a single member (Local hands
+// the proposer's slice to Stage) and on the raft member that proposed
+// the command (the Node hands back its caller's slice while the caller
+// waits); the request is then what decoding would give. The other
+// members get the entry's copy, which never matches, and decode it. The
+// request is not changed while its proposer waits, and leaves the table
+// before the proposer returns.
 type proposedRequests struct {
 	mu sync.Mutex
 	m  map[*byte]*pb.InternalRaftRequest
