@@ -18,7 +18,7 @@ const (
 	quietWindow = 500 * time.Millisecond
 	quietShare  = 0.05
 	// settleLimit bounds the wait; a cluster still busy then is
-	// reported as such (Settled false) with the CPU counted so far.
+	// reported as such (Quiet false) with the CPU counted so far.
 	settleLimit = 20 * time.Second
 )
 
