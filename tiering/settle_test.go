@@ -5,6 +5,7 @@ package tiering
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"testing"
 	"time"
@@ -148,21 +149,35 @@ func TestInOrderLoadPlacedDown(t *testing.T) {
 // path. The plan as the LSM is gives empty levels no room, so Settle fills
 // both fast paths to within one table of their targets.
 func TestFullCompactionFillsFastPaths(t *testing.T) {
-	moved := make(map[bool]int64)
+	// Each mode runs three times and the medians compare: how much one
+	// compaction's outputs spare Settle depends on how far it got while
+	// the levels above L6 still held data (and so had room on path 0).
+	// Measured over 20 runs each: 1.0-3.1 MB moved with PlaceForSettle
+	// (median 1.7 MB), 2.76-3.04 MB without; one run of each crossed once
+	// in the twenty.
+	const runs = 3
+	moved := make(map[bool][]int64)
 	for _, placeForSettle := range []bool{true, false} {
 		if !placeForSettle && testing.Short() {
 			return // the comparison runs without -short
 		}
-		t.Run(fmt.Sprintf("PlaceForSettle=%v", placeForSettle), func(t *testing.T) {
-			moved[placeForSettle] = testFullCompaction(t, placeForSettle)
-		})
+		for i := range runs {
+			t.Run(fmt.Sprintf("PlaceForSettle=%v/%d", placeForSettle, i), func(t *testing.T) {
+				moved[placeForSettle] = append(moved[placeForSettle], testFullCompaction(t, placeForSettle))
+			})
+		}
 	}
-	// Measured: 1.0-1.7 MB with PlaceForSettle (outputs written while the
-	// levels above L6 still held data, and so had room on path 0), 3.0 MB
-	// without.
-	if moved[true] >= moved[false] {
-		t.Errorf("Settle moved %d KB after a compaction placed for it, %d KB after one placed by the plan ahead", moved[true]>>10, moved[false]>>10)
+	with, without := median(moved[true]), median(moved[false])
+	if with >= without {
+		t.Errorf("Settle moved %d KB (median of %d) after a compaction placed for it, %d KB after one placed by the plan ahead", with>>10, runs, without>>10)
 	}
+}
+
+// median returns the middle of xs (of an odd count).
+func median(xs []int64) int64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // testFullCompaction loads 5 MB, compacts it all into L6 and settles,

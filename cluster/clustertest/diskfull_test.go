@@ -177,9 +177,9 @@ type fillResult struct {
 	// bound), failed the key of the put that got it.
 	errs   []error
 	failed []string
-	// shortAt is when a watched file system went under the floor for the
-	// dip that lasted until the first error (zero if never); firstErrAt
-	// when the first put failed.
+	// shortAt is when a watched file system last went under the floor
+	// before the first error (zero if never), whether or not that dip
+	// lasted; firstErrAt when the first put failed.
 	shortAt, firstErrAt time.Time
 	elapsed             time.Duration
 }
@@ -197,6 +197,7 @@ func fillDisk(t *testing.T, cli *clientv3.Client, prefix string, dirs []string, 
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
+		wasUnder := false
 		for {
 			under := false
 			for _, d := range dirs {
@@ -205,18 +206,22 @@ func fillDisk(t *testing.T, cli *clientv3.Client, prefix string, dirs []string, 
 					under = true
 				}
 			}
-			// shortAt is the start of the dip that lasted: the free space
-			// also dips under the floor for a moment while a compaction's
-			// outputs or a new raft log segment exist beside what they
-			// replace, which the server's samples (every 250 ms) may miss.
+			// shortAt is the start of the last dip before the first
+			// error. The free space also dips under the floor for a
+			// moment while a compaction's outputs or a new raft log
+			// segment exist beside what they replace: the server's
+			// samples (every 250 ms) may miss such a dip, or catch it and
+			// raise NOSPACE after the disk is back above the floor, so a
+			// dip that ended still counts until another starts.
 			mu.Lock()
 			switch {
+			case under && !wasUnder && r.firstErrAt.IsZero():
+				r.shortAt = time.Now()
 			case under && r.shortAt.IsZero():
 				r.shortAt = time.Now()
-			case !under && r.firstErrAt.IsZero():
-				r.shortAt = time.Time{}
 			}
 			mu.Unlock()
+			wasUnder = under
 			select {
 			case <-stopWatch:
 				return
